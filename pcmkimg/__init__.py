@@ -1,0 +1,3 @@
+"""pcmkimg: per-node floating image names for Pacemaker container bundles."""
+
+__version__ = "0.1.0"

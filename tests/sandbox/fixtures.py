@@ -1,0 +1,1 @@
+"""Session-scoped pytest fixtures for the sandbox."""
