@@ -1,0 +1,119 @@
+"""The sandbox is real: independent stores, a real cluster, the real problem."""
+
+from __future__ import annotations
+
+import json
+
+from tests.sandbox.cluster import wait_idle
+
+FLOATING = "cluster.common.tag/svc:pcmklatest"
+
+
+def image_ids(sb, node) -> set[str]:
+    out = sb.podman(node, "images", "--format", "json")
+    return {img["Id"] for img in json.loads(out.stdout or "[]")}
+
+
+def test_pull_on_one_podman_node_is_absent_on_the_others(podman_sandbox):
+    sb = podman_sandbox
+    first, *others = sb.podman_nodes
+    ref = sb.ref("ns1/svc:1.0")
+    sb.podman(first, "pull", "-q", ref)
+    try:
+        assert sb.images["ns1/svc:1.0"] in image_ids(sb, first)
+        for node in others:
+            assert sb.images["ns1/svc:1.0"] not in image_ids(sb, node)
+    finally:
+        sb.podman(first, "rmi", "-f", ref, check=False)
+
+
+def test_images_are_reproducible_and_renamed_repo_shares_content(podman_sandbox):
+    images = podman_sandbox.images
+    assert images["ns1/svc:1.1"] == images["ns2/svc:1.1"]
+    assert len({images["ns1/svc:1.0"], images["ns1/svc:1.1"], images["ns1/svc:broken"]}) == 3
+
+
+def containers(cl, node: str) -> dict[str, str]:
+    """Bundle container name -> container ID on a node."""
+    out = cl.podman(node, "ps", "--format", "json")
+    return {c["Names"][0]: c["Id"] for c in json.loads(out.stdout or "[]")}
+
+
+def replicas(cl) -> dict[str, tuple[str, bool]]:
+    """Replica container resource -> (node, active) from crm_mon XML."""
+    mon = cl.crm_mon()
+    found = {}
+    for res in mon.iterfind(".//bundle[@id='smoke-bundle']/replica/resource"):
+        if res.get("resource_agent") != "ocf:heartbeat:podman":
+            continue
+        node = res.find("node")
+        found[res.get("id")] = (
+            node.get("name") if node is not None else "",
+            res.get("active") == "true",
+        )
+    return found
+
+
+def test_bundle_on_floating_name_and_missing_tag_fails_the_start(cluster_sandbox):
+    sb = cluster_sandbox
+    cl = sb.cluster
+    ref = sb.ref("ns1/svc:1.0")
+    for node in cl.names:
+        cl.podman(node, "pull", "-q", ref)
+        cl.podman(node, "tag", ref, FLOATING)
+    cl.run(
+        "controller-0",
+        [
+            "pcs",
+            "resource",
+            "bundle",
+            "create",
+            "smoke-bundle",
+            "container",
+            "podman",
+            f"image={FLOATING}",
+            "replicas=3",
+            "network=host",
+        ],
+    )
+    try:
+        wait_idle(cl)
+        placed = replicas(cl)
+        assert sorted(n for n, active in placed.values() if active) == cl.names
+        online = [n.get("name") for n in cl.crm_mon().iterfind("nodes/node[@online='true']")]
+        assert sorted(online) == cl.names
+        before = {n: containers(cl, n) for n in ("controller-0", "controller-1")}
+
+        # The problem pcmkimg solves: the floating name vanishes on one node,
+        # the replica restarts there, and the bundle tries to pull it.
+        cl.podman("controller-2", "untag", ref, FLOATING)
+        cl.run(
+            "controller-0",
+            [
+                "crm_resource",
+                "--restart",
+                "-r",
+                "smoke-bundle",
+                "--node",
+                "controller-2",
+                "--timeout=60s",
+            ],
+        )
+        wait_idle(cl)
+        placed = replicas(cl)
+        assert ("controller-2", True) not in placed.values()
+        failures = cl.crm_mon().findall("failures/failure[@node='controller-2']")
+        assert any("pull" in (f.get("exitreason") or "") for f in failures), failures
+        after = {n: containers(cl, n) for n in ("controller-0", "controller-1")}
+        assert after == before
+    finally:
+        cl.run(
+            "controller-0",
+            ["pcs", "resource", "delete", "smoke-bundle", "--force"],
+            check=False,
+            timeout=120,
+        )
+        cl.run("controller-0", ["crm_resource", "--cleanup"], check=False)
+        wait_idle(cl)
+        for node in cl.names:
+            cl.podman(node, "rmi", "-f", ref, check=False)

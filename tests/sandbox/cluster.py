@@ -1,0 +1,358 @@
+"""Cluster mode: a real 3-node Corosync + Pacemaker cluster in namespaces.
+
+Each node (controller-0..2) is a network namespace joined to a bridge that
+lives in a namespace of its own (the root namespace's links are never
+touched), plus a private mount and UTS namespace held by ``nodeinit``.
+Commands run "on" a node with ``nsenter`` into the holder's namespaces.
+The registry is reached from every node at the same 127.0.0.1:PORT through a
+socat bridge over a unix socket, so one image reference works everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lxml import etree
+
+from .proc import SandboxError, run, spawn, unix_open, wait_for
+from .state import State
+
+REPO = Path(__file__).resolve().parents[2]
+SUBNET = "10.254.77"
+NODE_NAMES = ("controller-0", "controller-1", "controller-2")
+BINDS = {
+    "etc-corosync": "/etc/corosync",
+    "var-lib-pacemaker": "/var/lib/pacemaker",
+    "var-lib-corosync": "/var/lib/corosync",
+    "log-pacemaker": "/var/log/pacemaker",
+    "log-corosync": "/var/log/corosync",
+    "var-lib-containers": "/var/lib/containers",
+    "etc-containers": "/etc/containers",
+}
+SAFE_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    index: int
+    dir: Path
+    netns: str
+    holder: int
+
+    @property
+    def address(self) -> str:
+        return f"{SUBNET}.{10 + self.index}"
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "podman.sock"
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def enter(self) -> list[str]:
+        return ["nsenter", "-t", str(self.holder), "-m", "-n", "-u", "--"]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    state: State
+    nodes: tuple[Node, ...]
+    registry_port: int
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(f"no sandbox node {name!r}; nodes: {', '.join(self.names)}")
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def run(self, node: str, argv: Sequence[str], **kw):  # type: ignore[no-untyped-def]
+        """Run a command on a node (its network, mount and UTS namespaces)."""
+        env = node_env(kw.pop("env", None))
+        return run([*self.node(node).enter(), *argv], env=env, **kw)
+
+    def podman(self, node: str, *args: str, check: bool = True):  # type: ignore[no-untyped-def]
+        return self.run(node, ["podman", *args], check=check)
+
+    def crm_mon(self, node: str = "controller-0") -> etree._Element:
+        out = self.run(node, ["crm_mon", "-1", "--output-as=xml"], timeout=60)
+        return etree.fromstring(out.stdout.encode(), SAFE_PARSER)
+
+
+def node_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a command on a node: no host podman settings leak in."""
+    drop = ("CONTAINER_HOST", "CONTAINERS_CONF", "CONTAINERS_REGISTRIES_CONF", "CIB_file")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["LC_ALL"] = "C"
+    env.update(extra or {})
+    return env
+
+
+def corosync_conf(nodes: Sequence[Node], cluster_name: str) -> str:
+    entries = "".join(
+        f"    node {{\n        ring0_addr: {n.address}\n        name: {n.name}\n"
+        f"        nodeid: {n.index + 1}\n    }}\n"
+        for n in nodes
+    )
+    return (
+        "totem {\n    version: 2\n"
+        f"    cluster_name: {cluster_name}\n"
+        "    transport: knet\n    crypto_cipher: none\n    crypto_hash: none\n"
+        "    token: 3000\n    join: 50\n}\n"
+        f"nodelist {{\n{entries}}}\n"
+        "quorum {\n    provider: corosync_votequorum\n}\n"
+        "logging {\n    to_logfile: yes\n    logfile: /var/log/corosync/corosync.log\n"
+        "    to_stderr: no\n    to_syslog: no\n    timestamp: on\n}\n"
+    )
+
+
+def seed_cib(path: Path) -> None:
+    """An empty CIB with the properties every sandbox test relies on."""
+    cib = etree.fromstring(run(["cibadmin", "--empty"]).stdout.encode(), SAFE_PARSER)
+    config = cib.find("configuration")
+    props = etree.SubElement(
+        config.find("crm_config"), "cluster_property_set", id="cib-bootstrap-options"
+    )
+    for name, value in (("stonith-enabled", "false"), ("dc-deadtime", "5s")):
+        etree.SubElement(
+            props, "nvpair", id=f"cib-bootstrap-options-{name}", name=name, value=value
+        )
+    defaults = etree.SubElement(
+        etree.SubElement(config, "rsc_defaults"), "meta_attributes", id="rsc_defaults-options"
+    )
+    etree.SubElement(
+        defaults,
+        "nvpair",
+        id="rsc_defaults-options-resource-stickiness",
+        name="resource-stickiness",
+        value="INFINITY",
+    )
+    path.write_bytes(etree.tostring(cib))
+
+
+def prepare_node_dir(node_dir: Path, name: str, conf: str, cib: Path, state: State) -> None:
+    hacluster = shutil.chown
+    for sub in BINDS:
+        (node_dir / sub).mkdir(parents=True, exist_ok=True)
+    for sub in ("cib", "pengine", "blackbox", "cores"):
+        d = node_dir / "var-lib-pacemaker" / sub
+        d.mkdir(exist_ok=True)
+        d.chmod(0o750)
+        hacluster(d, "hacluster", "haclient")
+    target = node_dir / "var-lib-pacemaker" / "cib" / "cib.xml"
+    shutil.copy(cib, target)
+    target.chmod(0o600)
+    hacluster(target, "hacluster", "haclient")
+    logs = node_dir / "log-pacemaker"
+    (logs / "bundles").mkdir(exist_ok=True)
+    for d in (logs, logs / "bundles"):
+        d.chmod(0o770)
+        hacluster(d, "hacluster", "haclient")
+    (node_dir / "etc-corosync" / "corosync.conf").write_text(conf)
+    etc = node_dir / "etc-containers"
+    shutil.copy(state.dir / "containers.conf", etc / "containers.conf")
+    shutil.copy(state.dir / "registries.conf", etc / "registries.conf")
+    shutil.copy("/etc/containers/policy.json", etc / "policy.json")
+
+
+def make_network(state: State, count: int) -> tuple[str, list[str]]:
+    prefix = f"pcmkimg-{state.name}"
+    bridge = f"{prefix}-br"
+    run(["ip", "netns", "add", bridge])
+    state.add_netns(bridge)
+    run(["ip", "-n", bridge, "link", "add", "br0", "type", "bridge"])
+    run(["ip", "-n", bridge, "link", "set", "br0", "up"])
+    names = []
+    for i in range(count):
+        ns = f"{prefix}-c{i}"
+        run(["ip", "netns", "add", ns])
+        state.add_netns(ns)
+        run(
+            [
+                "ip",
+                "-n",
+                bridge,
+                "link",
+                "add",
+                f"v{i}",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                ns,
+            ]
+        )
+        run(["ip", "-n", bridge, "link", "set", f"v{i}", "master", "br0", "up"])
+        run(["ip", "-n", ns, "addr", "add", f"{SUBNET}.{10 + i}/24", "dev", "eth0"])
+        run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+        names.append(ns)
+    return bridge, names
+
+
+def start_holder(state: State, ns: str, name: str, node_dir: Path) -> int:
+    cfg = {
+        "name": name,
+        "dir": str(node_dir),
+        "binds": BINDS,
+        "agents": {"pcmkimg": str(REPO / "agents")},
+    }
+    for marker in ("init.ready", "init.error"):
+        (node_dir / marker).unlink(missing_ok=True)
+    proc = spawn(
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "unshare",
+            "-m",
+            "-u",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-m",
+            "tests.sandbox.nodeinit",
+            json.dumps(cfg),
+        ],
+        log=node_dir / "init.log",
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    state.add_proc(proc.pid, f"holder {name}")
+
+    def ready() -> bool:
+        if (node_dir / "init.error").exists():
+            raise SandboxError(f"{name}: {(node_dir / 'init.error').read_text().strip()}")
+        if proc.poll() is not None:
+            log = (node_dir / "init.log").read_text(errors="replace")[-1500:]
+            raise SandboxError(f"{name}: node init exited {proc.returncode}: {log}")
+        return (node_dir / "init.ready").exists()
+
+    wait_for(ready, f"namespaces of {name}", timeout=30)
+    return proc.pid
+
+
+def agent_pythonpath() -> str:
+    """Our repo and this interpreter's site-packages, for agents run by /usr/bin/python3."""
+    import podman
+
+    site = Path(podman.__file__).resolve().parents[1]
+    return f"{REPO}:{site}"
+
+
+def start(state: State, registry_port: int, timeout: float = 60) -> Cluster:
+    count = len(NODE_NAMES)
+    seed = state.dir / "cib-seed.xml"
+    seed_cib(seed)
+    _, namespaces = make_network(state, count)
+    conf_nodes = [
+        Node(name, i, state.dir / "cluster" / name, namespaces[i], 0)
+        for i, name in enumerate(NODE_NAMES)
+    ]
+    conf = corosync_conf(conf_nodes, f"pcmkimg-{state.name}")
+    bridge_sock = state.dir / "registry-bridge.sock"
+    proc = spawn(
+        [
+            "socat",
+            f"UNIX-LISTEN:{bridge_sock},fork,unlink-early,mode=600",
+            f"TCP:127.0.0.1:{registry_port}",
+        ],
+        log=state.dir / "socat-root.log",
+    )
+    state.add_proc(proc.pid, "socat registry bridge")
+    nodes = []
+    for proto in conf_nodes:
+        prepare_node_dir(proto.dir, proto.name, conf, seed, state)
+        holder = start_holder(state, proto.netns, proto.name, proto.dir)
+        nodes.append(Node(proto.name, proto.index, proto.dir, proto.netns, holder))
+    cluster = Cluster(state, tuple(nodes), registry_port)
+    state.info["cluster"] = [
+        {"name": n.name, "dir": str(n.dir), "netns": n.netns, "holder": n.holder} for n in nodes
+    ]
+    state.save()
+    pythonpath = agent_pythonpath()
+    for node in nodes:
+        env = node_env()
+        daemons = [
+            (
+                "socat",
+                [
+                    "socat",
+                    f"TCP-LISTEN:{registry_port},bind=127.0.0.1,fork,reuseaddr",
+                    f"UNIX-CONNECT:{bridge_sock}",
+                ],
+                env,
+            ),
+            ("podman", ["podman", "system", "service", "--time=0", node.url], env),
+            ("corosync", ["corosync", "-f"], env),
+        ]
+        for what, argv, penv in daemons:
+            p = spawn([*node.enter(), *argv], log=node.dir / f"{what}.log", env=penv)
+            state.add_proc(p.pid, f"{what} {node.name}")
+    for node in nodes:
+        env = node_env(
+            {
+                "PCMK_logfile": "/var/log/pacemaker/pacemaker.log",
+                "PCMK_logfacility": "none",
+                "PYTHONPATH": pythonpath,
+            }
+        )
+        p = spawn([*node.enter(), "pacemakerd", "-f"], log=node.dir / "pacemakerd.log", env=env)
+        state.add_proc(p.pid, f"pacemakerd {node.name}")
+    for node in nodes:
+        wait_for(lambda n=node: unix_open(n.socket), f"podman socket of {node.name}", timeout=30)
+    wait_for(lambda: cluster_ready(cluster, count), "a DC and 3 online nodes", timeout=timeout)
+    return cluster
+
+
+def cluster_ready(cluster: Cluster, count: int) -> bool:
+    try:
+        mon = cluster.crm_mon()
+    except SandboxError:
+        return False
+    dc = mon.find("summary/current_dc")
+    online = [n for n in mon.iterfind("nodes/node") if n.get("online") == "true"]
+    return dc is not None and dc.get("present") == "true" and len(online) == count
+
+
+def from_state(state: State) -> Cluster:
+    raw = state.info.get("cluster")
+    if not raw:
+        raise SandboxError(f"sandbox {state.name!r} has no cluster")
+    nodes = tuple(
+        Node(r["name"], i, Path(r["dir"]), r["netns"], int(r["holder"]))  # type: ignore[index]
+        for i, r in enumerate(raw)  # type: ignore[arg-type]
+    )
+    return Cluster(state, nodes, int(state.info["registry_port"]))  # type: ignore[arg-type]
+
+
+def wait_idle(cluster: Cluster, node: str = "controller-0", timeout: int = 120) -> None:
+    cluster.run(node, ["crm_resource", "--wait", f"--timeout={timeout}s"], timeout=timeout + 30)
+
+
+def stop(cluster: Cluster) -> None:
+    """Stop pacemaker everywhere first (it stops the bundles), then corosync."""
+    from .proc import terminate
+
+    by_kind: dict[str, list[int]] = {"pacemakerd": [], "corosync": []}
+    for proc in cluster.state.procs:
+        kind = proc.what.split()[0]
+        if kind in by_kind:
+            by_kind[kind].append(proc.pid)
+    terminate(by_kind["pacemakerd"], timeout=90)
+    time.sleep(0.2)
+    terminate(by_kind["corosync"], timeout=30)

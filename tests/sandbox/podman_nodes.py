@@ -1,0 +1,64 @@
+"""Podman-only mode: N independent image stores, one API socket each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .proc import run, spawn, unix_open, wait_for
+from .registry import podman_env
+from .state import State
+
+
+@dataclass(frozen=True)
+class PodmanNode:
+    """One simulated node: its own store and the API socket that serves it."""
+
+    name: str
+    dir: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "podman.sock"
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def cli(self) -> list[str]:
+        """The podman command line that works on this node's store directly."""
+        return [
+            "podman",
+            "--root",
+            str(self.dir / "storage"),
+            "--runroot",
+            str(self.dir / "run"),
+            "--tmpdir",
+            str(self.dir / "tmp"),
+        ]
+
+
+def start(state: State, count: int) -> list[PodmanNode]:
+    nodes = []
+    env = podman_env(state)
+    for i in range(count):
+        node = PodmanNode(f"node-{i}", state.dir / "pnodes" / f"node-{i}")
+        for sub in ("storage", "run", "tmp"):
+            (node.dir / sub).mkdir(parents=True, exist_ok=True)
+        proc = spawn(
+            [*node.cli(), "system", "service", "--time=0", node.url],
+            log=node.dir / "service.log",
+            env=env,
+        )
+        state.add_proc(proc.pid, f"podman service {node.name}")
+        nodes.append(node)
+    for node in nodes:
+        wait_for(lambda n=node: unix_open(n.socket), f"podman socket of {node.name}", timeout=30)
+    state.info["podman_nodes"] = [str(n.dir) for n in nodes]
+    state.save()
+    return nodes
+
+
+def podman(node: PodmanNode, state: State, *args: str, check: bool = True):  # type: ignore[no-untyped-def]
+    """Run the podman command on a node's store (for test set-up and checks)."""
+    return run([*node.cli(), *args], env=podman_env(state), check=check)
