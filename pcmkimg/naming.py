@@ -1,0 +1,176 @@
+"""The floating-name scheme: which name in the CIB stands for which real image.
+
+A bundle in the CIB names its image ``cluster.common.tag/<service>:pcmklatest`` (the *floating
+name*). On each node that name is a local tag of the real image, e.g.
+``reg:8787/ns/mariadb:17.1.2``. The previous image is kept as the *rollback name*
+``cluster.common.tag/<service>:pcmkprevious``.
+
+The prefix must start with a component that has a dot. Without one, podman reads the first
+component as a path, not a registry, and stores ``cluster-common-tag/mariadb`` as
+``localhost/cluster-common-tag/mariadb``: the name in the CIB would then never match the local
+tag. TripleO hit this and moved from ``cluster-common-tag`` to ``cluster.common.tag``.
+
+Before the common-tag scheme, TripleO used the *legacy* scheme: the real repository with the tag
+``pcmklatest`` (``REG/NS/IMG:pcmklatest``). :func:`classify` recognises both, so that existing
+clusters can be read, and :func:`migration_target` gives the common-tag name for a legacy one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from pcmkimg.errors import PcmkimgError
+from pcmkimg.reference import (
+    InvalidReference,
+    Reference,
+    parse,
+    validate_domain,
+    validate_path_component,
+    validate_tag,
+)
+
+LEGACY_TAG = "pcmklatest"
+"""The tag of TripleO's legacy floating names (``REG/NS/IMG:pcmklatest``)."""
+
+
+class InvalidScheme(PcmkimgError):
+    """The floating-name scheme (prefix or tags) is not usable."""
+
+
+class NotFloatingName(PcmkimgError):
+    """A reference is neither a common-tag nor a legacy floating name."""
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """How floating names are made: ``<prefix>/<service>:<tag>``.
+
+    ``rollback_tag`` names the previous image: ``<prefix>/<service>:<rollback_tag>``.
+    """
+
+    prefix: str = "cluster.common.tag"
+    tag: str = LEGACY_TAG
+    rollback_tag: str = "pcmkprevious"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prefix, str):
+            raise InvalidScheme(f"the prefix must be a string, not {self.prefix!r}")
+        registry, slash, path = self.prefix.partition("/")
+        if "." not in registry:
+            raise InvalidScheme(
+                f"prefix {self.prefix!r}: its first component {registry!r} has no '.'; "
+                + _why_no_dot(registry),
+                fix="put a dot in the first component, e.g. 'cluster.common.tag' instead of "
+                "'cluster-common-tag' (the change TripleO made)",
+            )
+        _check(f"prefix {self.prefix!r}", validate_domain, registry)
+        for component in path.split("/") if slash else ():
+            _check(f"prefix {self.prefix!r}", validate_path_component, component)
+        _check("floating tag", validate_tag, self.tag)
+        _check("rollback tag", validate_tag, self.rollback_tag)
+        if self.tag == self.rollback_tag:
+            raise InvalidScheme(
+                f"the floating tag and the rollback tag are both {self.tag!r}",
+                fix="give the rollback tag another name, e.g. 'pcmkprevious'",
+            )
+
+
+def _why_no_dot(registry: str) -> str:
+    if registry == "localhost":
+        return (
+            "'localhost' is where podman keeps images without a registry, so floating names "
+            "would mix with local builds"
+        )
+    if ":" in registry:
+        return "with only a port it names a registry that podman may try to pull from"
+    return (
+        "podman would store the floating names as 'localhost/<prefix>/<service>' and the name "
+        "in the CIB would never match the local tag"
+    )
+
+
+def _check(what: str, validate: Callable[[str], str], value: str) -> None:
+    try:
+        validate(value)
+    except InvalidReference as err:
+        raise InvalidScheme(f"{what}: {err.message}", fix=err.fix) from err
+
+
+DEFAULT_SCHEME = Scheme()
+
+
+def _name(scheme: Scheme, service: str, tag: str) -> Reference:
+    registry, _, path = scheme.prefix.partition("/")
+    service = validate_path_component(service)
+    return Reference(registry, f"{path}/{service}" if path else service, tag)
+
+
+@dataclass(frozen=True)
+class FloatingName:
+    """A reference recognised as a floating (or rollback) name."""
+
+    ref: Reference
+    service: str
+    scheme: Literal["common", "legacy"]
+    rollback: bool = False
+
+
+def service_of(real: Reference | str, service: str | None = None) -> str:
+    """The service name for the real image: ``service`` if given, else its last component.
+
+    Raises InvalidReference when ``real`` or ``service`` is not valid.
+    """
+    if service is not None:
+        return validate_path_component(service)
+    ref = real if isinstance(real, Reference) else parse(real)
+    return ref.last_component
+
+
+def floating_name(service: str, scheme: Scheme = DEFAULT_SCHEME) -> Reference:
+    """The floating name of ``service``: ``<prefix>/<service>:<tag>``."""
+    return _name(scheme, service, scheme.tag)
+
+
+def rollback_name(service: str, scheme: Scheme = DEFAULT_SCHEME) -> Reference:
+    """The rollback name of ``service``: ``<prefix>/<service>:<rollback_tag>``."""
+    return _name(scheme, service, scheme.rollback_tag)
+
+
+def classify(ref: Reference | str, scheme: Scheme = DEFAULT_SCHEME) -> FloatingName | None:
+    """Recognise ``ref`` as a floating name of the common-tag or the legacy scheme.
+
+    Returns None for any other reference, such as a real image, a name with a digest, or a name
+    under the prefix with another tag or a deeper path. A string is parsed first (and may raise
+    InvalidReference).
+    """
+    if not isinstance(ref, Reference):
+        ref = parse(ref)
+    if ref.digest is not None or ref.tag is None:
+        return None
+    parent, _, service = ref.name.rpartition("/")
+    if ref.name.startswith(f"{scheme.prefix}/"):
+        if parent != scheme.prefix or ref.tag not in (scheme.tag, scheme.rollback_tag):
+            return None
+        return FloatingName(ref, service, "common", rollback=ref.tag == scheme.rollback_tag)
+    if ref.tag == LEGACY_TAG:
+        return FloatingName(ref, service, "legacy")
+    return None
+
+
+def migration_target(legacy_name: Reference | str, scheme: Scheme = DEFAULT_SCHEME) -> Reference:
+    """The common-tag floating name for the service of a legacy floating name.
+
+    A name that already follows the common-tag scheme is returned as it is, so that a migration
+    that is run again changes nothing. Raises NotFloatingName for any other reference.
+    """
+    found = classify(legacy_name, scheme)
+    if found is None:
+        raise NotFloatingName(
+            f"{str(legacy_name)!r} is neither a floating name under {scheme.prefix!r} nor a "
+            f"legacy floating name with the tag {LEGACY_TAG!r}",
+            fix="give the image name the bundle uses in the CIB",
+        )
+    if found.scheme == "common":
+        return found.ref
+    return floating_name(found.service, scheme)
