@@ -1,0 +1,61 @@
+"""A small toolkit for writing OCF resource agents in Python (stdlib only).
+
+An agent script declares an :class:`Agent` and calls :func:`main`::
+
+    #!/usr/bin/python3
+    from ocf import Action, Agent, OCFRC, Parameter, main
+
+    def monitor(ctx):
+        return OCFRC.NOT_RUNNING
+
+    AGENT = Agent(
+        name="example",
+        shortdesc="An example",
+        parameters=[Parameter("state", "State file", required=True, unique=True)],
+        actions=[Action("monitor", timeout=20, interval=10)],
+        handlers={"monitor": monitor},
+    )
+
+    if __name__ == "__main__":
+        main(AGENT)
+"""
+
+from __future__ import annotations
+
+from ocf.agent import (
+    Action,
+    Agent,
+    Handler,
+    Parameter,
+    ParamType,
+    parse_bool,
+    parse_int,
+)
+from ocf.dispatch import Context, main, run, sanitize_reason
+from ocf.env import Environment, parse_environment
+from ocf.log import Level, Logger
+from ocf.metadata import escape_attr, escape_text, render_metadata
+from ocf.rc import OCFRC, OCFError
+
+__all__ = [
+    "OCFRC",
+    "Action",
+    "Agent",
+    "Context",
+    "Environment",
+    "Handler",
+    "Level",
+    "Logger",
+    "OCFError",
+    "ParamType",
+    "Parameter",
+    "escape_attr",
+    "escape_text",
+    "main",
+    "parse_bool",
+    "parse_environment",
+    "parse_int",
+    "render_metadata",
+    "run",
+    "sanitize_reason",
+]
