@@ -1,0 +1,81 @@
+"""pcmkimg.cib edits applied by Pacemaker's own tools to CIB files (no cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from pcmkimg import cib as C
+from tests.offline._tools import run, write
+from tests.sandbox.require import need_tools
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
+FLOATING = "cluster.common.tag/mariadb:pcmklatest"
+
+
+def load(name: str) -> etree._Element:
+    return C.parse_cib((FIXTURES / name).read_bytes())
+
+
+def canonical(el: etree._Element) -> tuple:
+    children = sorted(canonical(c) for c in el if isinstance(c.tag, str))
+    return (el.tag, tuple(sorted(el.attrib.items())), tuple(children))
+
+
+def config_of(path: Path) -> tuple:
+    return canonical(C.parse_cib(path.read_bytes()).find("configuration"))
+
+
+EDITS = {
+    "image": lambda t: C.set_bundle_image(t, "galera-bundle", "reg:8787/ns/mariadb:17.1"),
+    "meta": lambda t: C.set_bundle_meta(t, "redis-bundle", "target-role", "Stopped"),
+    "add-guard": lambda t: C.add_guard(t, "galera-bundle", FLOATING),
+    "remove-guard": lambda t: C.remove_guard(
+        C.add_guard(t, "galera-bundle", FLOATING).new_cib, "galera-bundle"
+    ),
+    "lease": lambda t: C.set_cluster_property(t, "pcmkimg-lease", "holder=a;expires=1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_patch_applies_with_cibadmin_and_verifies(tmp_path: Path, name: str) -> None:
+    need_tools("cibadmin", "crm_verify")
+    start = load("status-ok.xml")  # a CIB with a status section and num_updates > 0
+    if name == "remove-guard":
+        start = C.add_guard(start, "galera-bundle", FLOATING).new_cib
+        change = C.remove_guard(start, "galera-bundle")
+    else:
+        change = EDITS[name](start)
+    live = write(tmp_path / "live.xml", start)
+    patch = tmp_path / "patch.xml"
+    patch.write_bytes(change.patch_xml())
+    run("cibadmin", "--patch", "--xml-file", str(patch), cib_file=live)
+    assert config_of(live) == canonical(change.new_cib.find("configuration"))
+    run("crm_verify", "-x", str(live))
+
+
+def test_patch_is_refused_when_the_cib_moved(tmp_path: Path) -> None:
+    need_tools("cibadmin", "crm_attribute")
+    start = load("base.xml")
+    change = C.set_bundle_image(start, "galera-bundle", "x")
+    live = write(tmp_path / "live.xml", start)
+    run("crm_attribute", "-n", "other-change", "-v", "1", cib_file=live)  # someone else writes
+    patch = tmp_path / "patch.xml"
+    patch.write_bytes(change.patch_xml())
+    proc = run("cibadmin", "--patch", "--xml-file", str(patch), cib_file=live, check=False)
+    assert proc.returncode == 103, proc.stderr  # pcmk_err_old_data
+    assert C.bundle(C.parse_cib(live.read_bytes()), "galera-bundle").image == FLOATING
+
+
+def test_pcs_commands_make_the_same_guard(tmp_path: Path) -> None:
+    need_tools("pcs")
+    base = load("base.xml")
+    target = write(tmp_path / "pcs.xml", base)
+    for argv in C.guard_pcs_commands(base, "galera-bundle", FLOATING):
+        # --force: the guard agent is not installed on this machine
+        extra = ["--force"] if argv[1:3] == ["resource", "create"] else []
+        run(argv[0], "-f", str(target), *argv[1:], *extra)
+    expected = C.add_guard(base, "galera-bundle", FLOATING).new_cib
+    assert config_of(target) == canonical(expected.find("configuration"))
