@@ -1,0 +1,202 @@
+"""The RPM: built offline by packaging/build-rpm.sh, checked with rpm and run from its payload.
+
+The package is built once per module from the working tree (``--worktree``; in a clean CI
+clone that is HEAD). Its payload is unpacked with rpm2cpio | cpio, and the agent is run from
+there under /usr/bin/python3, with only PYTHONPATH pointing at the unpacked site-packages,
+as it would run from /usr/lib/ocf/resource.d/pcmkimg/ on a node.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from tests.sandbox.require import need_tools
+
+REPO = Path(__file__).resolve().parents[2]
+AGENT = "/usr/lib/ocf/resource.d/pcmkimg/floating-image"
+CLI = "/usr/bin/pcmkimg"
+STATE_DIR = "/var/lib/pcmkimg"
+CONF = "/etc/pcmkimg/pcmkimg.conf"
+PYTHON = "/usr/bin/python3"
+
+
+def run(argv: list[str], **kw) -> subprocess.CompletedProcess[str]:
+    kw.setdefault("timeout", 60)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kw)
+    assert proc.returncode == 0, f"{argv} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def rpm_file(tmp_path_factory) -> str:
+    need_tools("git", "rpmbuild", "rpm2cpio", "cpio")
+    out = tmp_path_factory.mktemp("rpm")
+    proc = run(
+        ["sh", str(REPO / "packaging" / "build-rpm.sh"), "--worktree", "--outdir", str(out)],
+        cwd=REPO,
+        timeout=120,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, f"build-rpm.sh should print only the .rpm path, got {lines!r}"
+    path = Path(lines[0])
+    assert path.parent == out and path.is_file()
+    assert re.fullmatch(r"pcmkimg-[0-9][^-]*-[^-]+\.noarch\.rpm", path.name)
+    return str(path)
+
+
+def query(rpm: str, *args: str) -> list[str]:
+    return run(["rpm", "-qp", *args, rpm]).stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def files(rpm_file) -> dict[str, tuple[str, str, str, str]]:
+    """Packaged path -> (permissions, owner, group, file flags)."""
+    fmt = (
+        "[%{FILEMODES:perms} %{FILEUSERNAME} %{FILEGROUPNAME} %{FILEFLAGS:fflags}, %{FILENAMES}\n]"
+    )
+    found = {}
+    for line in query(rpm_file, "--qf", fmt):
+        head, _, name = line.partition(", ")
+        perms, user, group, *flags = head.split(" ")
+        found[name] = (perms, user, group, "".join(flags))
+    return found
+
+
+@pytest.fixture(scope="module")
+def sitelib(files) -> str:
+    """The packaged site-packages directory, e.g. /usr/lib/python3.11/site-packages."""
+    inits = [p for p in files if p.endswith("/pcmkimg/__init__.py")]
+    assert len(inits) == 1, inits
+    return str(Path(inits[0]).parent.parent)
+
+
+@pytest.fixture(scope="module")
+def payload(rpm_file, tmp_path_factory) -> Path:
+    """The RPM's payload unpacked into a directory (the RPM's / is this directory)."""
+    root = tmp_path_factory.mktemp("payload")
+    with subprocess.Popen(["rpm2cpio", rpm_file], stdout=subprocess.PIPE) as rpm2cpio:
+        cpio = subprocess.run(
+            ["cpio", "-idm", "--no-absolute-filenames", "--quiet"],
+            stdin=rpm2cpio.stdout,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        rpm2cpio.stdout.close()
+    assert rpm2cpio.returncode == 0, "rpm2cpio failed"
+    assert cpio.returncode == 0, cpio.stderr
+    return root
+
+
+def python_env(payload: Path, sitelib: str) -> dict[str, str]:
+    """/usr/bin/python3 with the unpacked site-packages first on its path.
+
+    The test environment's site-packages comes second: it stands in for the RPM's Requires
+    (Debian has no python3-podman). Its own copy of pcmkimg, if any, is shadowed.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "OCF_")) and k != "VIRTUAL_ENV"
+    }
+    path = [str(payload / sitelib.lstrip("/")), sysconfig.get_paths()["purelib"]]
+    env.update(PYTHONPATH=os.pathsep.join(path), PYTHONDONTWRITEBYTECODE="1", LC_ALL="C.UTF-8")
+    return env
+
+
+def test_agent_is_installed_executable(files):
+    assert files[AGENT][:3] == ("-rwxr-xr-x", "root", "root")
+    assert files[str(Path(AGENT).parent)][0].startswith("d")
+
+
+def test_state_dir_is_root_only(files):
+    assert files[STATE_DIR][:3] == ("drwx------", "root", "root")
+
+
+def test_config_is_noreplace(rpm_file, files):
+    assert CONF in query(rpm_file, "--configfiles")
+    perms, user, group, flags = files[CONF]
+    assert (perms, user, group) == ("-rw-r--r--", "root", "root")
+    assert "c" in flags and "n" in flags, f"{CONF} should be %config(noreplace), flags {flags!r}"
+
+
+def test_cli_wrapper(files, payload):
+    assert files[CLI][:3] == ("-rwxr-xr-x", "root", "root")
+    text = (payload / CLI.lstrip("/")).read_text()
+    assert text.startswith(f"#!{PYTHON}\n")
+    assert "from pcmkimg.cli import main" in text
+
+
+def test_python_packages(files, sitelib):
+    assert re.fullmatch(r"/usr/lib/python3\.\d+/site-packages", sitelib), sitelib
+    for module in ("pcmkimg/__init__.py", "pcmkimg/agent.py", "ocf/__init__.py", "ocf/dispatch.py"):
+        assert f"{sitelib}/{module}" in files
+    metadata = rf"{re.escape(sitelib)}/pcmkimg-[^/]+\.dist-info/METADATA"
+    assert [p for p in files if re.fullmatch(metadata, p)]
+    # Only the two packages and their metadata: no tests, no build leftovers.
+    top = {p[len(sitelib) + 1 :].split("/")[0] for p in files if p.startswith(f"{sitelib}/")}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"pcmkimg", "ocf"}
+    assert not [p for p in files if p.endswith((".egg-info", ".orig", ".rej"))]
+
+
+def test_modules_are_precompiled_with_checked_hashes(files, sitelib, payload):
+    sources = [p for p in files if p.startswith(f"{sitelib}/") and p.endswith(".py")]
+    assert sources
+    for src in sources:
+        folder, name = src.rsplit("/", 1)
+        pycs = [p for p in files if p.startswith(f"{folder}/__pycache__/{name[:-3]}.cpython-")]
+        assert pycs, f"no .pyc for {src}"
+        for pyc in pycs:
+            flags = int.from_bytes((payload / pyc.lstrip("/")).read_bytes()[4:8], "little")
+            assert flags == 0b11, f"{pyc}: not a checked-hash .pyc (flags {flags:#b})"
+
+
+def test_requires(rpm_file):
+    requires = {line.split()[0] for line in query(rpm_file, "--requires")}
+    wanted = {"python3-lxml", "python3-click", "python3-podman", "pacemaker", "podman"}
+    assert wanted <= requires, wanted - requires
+
+
+def test_package_metadata(rpm_file):
+    (line,) = query(rpm_file, "--qf", "%{NAME} %{ARCH} %{LICENSE}\n")
+    assert line == "pcmkimg noarch GPL-2.0-or-later"
+
+
+def test_imports_come_from_the_payload(payload, sitelib):
+    code = (
+        "import importlib.metadata as md, ocf, pcmkimg, pcmkimg.agent\n"
+        "print(pcmkimg.__file__, ocf.__file__, pcmkimg.agent.__file__, md.version('pcmkimg'))"
+    )
+    proc = run([PYTHON, "-c", code], env=python_env(payload, sitelib), cwd=payload)
+    *paths, version = proc.stdout.split()
+    for path in paths:
+        assert Path(path).is_relative_to(payload / sitelib.lstrip("/")), path
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", version), version
+
+
+def test_agent_meta_data_runs_from_the_payload(payload, sitelib):
+    agent = payload / AGENT.lstrip("/")
+    assert os.access(agent, os.X_OK)
+    proc = run([PYTHON, str(agent), "meta-data"], env=python_env(payload, sitelib), cwd=payload)
+    assert '<resource-agent name="floating-image"' in proc.stdout
+    root = etree.fromstring(proc.stdout.encode())
+    assert root.tag == "resource-agent" and root.get("name") == "floating-image"
+    actions = {a.get("name") for a in root.iterfind("actions/action")}
+    assert {"start", "stop", "monitor", "meta-data"} <= actions, actions
+
+
+def test_cli_runs_from_the_payload(payload, sitelib):
+    if not (payload / sitelib.lstrip("/") / "pcmkimg" / "cli.py").is_file():
+        pytest.skip("pcmkimg/cli.py is not in the tree yet")
+    wrapper = payload / CLI.lstrip("/")
+    proc = run([PYTHON, str(wrapper), "--help"], env=python_env(payload, sitelib), cwd=payload)
+    assert "Usage:" in proc.stdout
