@@ -1,0 +1,252 @@
+"""The logic of ``ocf:pcmkimg:floating-image``, the guard of a bundle.
+
+The agent runs as a clone ordered before a bundle and colocated with it. On
+each node it checks that the bundle's floating image name resolves in the
+node's own image store, so that the bundle never tries to pull a name that no
+registry holds:
+
+* start: resolve the name; if it is not there, refuse with rc 5 (not
+  installed: a hard error on this node only) and an exit reason that names
+  the fix. On success record the state and publish the real image as a
+  transient node attribute.
+* monitor: 7 when stopped; 0 while the name resolves (refreshing the
+  attribute when the tag moved); 190 (degraded) when the name vanished under a
+  running replica, because the container itself is fine.
+* stop: always 0; clears the state and the attribute.
+* validate-all: parameters only at OCF_CHECK_LEVEL 0 (so that ``pcs resource
+  create`` works on a node without the image); at level 10 the name must also
+  resolve here.
+
+OCF return codes are chosen here and nowhere else. Imports of podman-py,
+lxml and the pacemaker runner are lazy so that meta-data and monitor stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ocf import OCFRC, Action, Agent, Context, OCFError, Parameter
+
+DEFAULT_URL = "unix:///run/podman/podman.sock"
+STATE_DIR = "/run/pcmkimg"
+
+
+@dataclass(frozen=True)
+class Published:
+    """What the agent recorded on start: the real image behind the floating name."""
+
+    image: str
+    image_id: str
+    value: str
+    attribute: str
+
+
+def _floating(ctx: Context):  # type: ignore[no-untyped-def]
+    from pcmkimg import reference
+
+    try:
+        return reference.parse(ctx.param("image") or "")
+    except reference.InvalidReference as exc:
+        raise OCFError(OCFRC.ERR_CONFIGURED, exc.one_line()) from None
+
+
+def _service(ctx: Context) -> str:
+    from pcmkimg import naming
+
+    found = naming.classify(_floating(ctx))
+    return found.service if found is not None else _floating(ctx).last_component
+
+
+def _attribute(ctx: Context) -> str:
+    return ctx.param("attribute") or f"pcmkimg-{_service(ctx)}"
+
+
+def _node(ctx: Context) -> str:
+    return ctx.node or socket.gethostname()
+
+
+def _state_path(ctx: Context) -> Path:
+    name = (ctx.instance or "floating-image").replace("/", "_")
+    return Path(ctx.param("state_dir") or STATE_DIR) / f"{name}.json"
+
+
+def _read_state(ctx: Context) -> Published | None:
+    try:
+        raw = json.loads(_state_path(ctx).read_text())
+        return Published(**raw)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_state(ctx: Context, state: Published) -> None:
+    path = _state_path(ctx)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(asdict(state), out)
+    os.replace(tmp, path)
+
+
+def _resolve(ctx: Context):  # type: ignore[no-untyped-def]
+    """The floating name in this node's store: Resolved or Unresolved (never raises on absence)."""
+    from pcmkimg import images
+
+    url = ctx.param("podman_url") or DEFAULT_URL
+    try:
+        return images.resolve_local(str(_floating(ctx)), url)
+    except images.ImageError as exc:
+        raise OCFError(OCFRC.ERR_GENERIC, f"cannot read the image store on {_node(ctx)}: "
+                       f"{exc.one_line()}") from None  # fmt: skip
+
+
+def describe(resolved) -> str:  # type: ignore[no-untyped-def]
+    """The attribute value: the real name(s) behind the floating name, with the digest."""
+    from pcmkimg import naming
+
+    real = sorted(n for n in resolved.names if naming.classify(n) is None)
+    name = real[0] if real else f"sha256:{resolved.image_id[:12]}"
+    digest = resolved.digest
+    return f"{name}@{digest}" if digest and "@" not in name else name
+
+
+def _publish(ctx: Context, resolved) -> Published:  # type: ignore[no-untyped-def]
+    state = Published(
+        image=str(_floating(ctx)),
+        image_id=resolved.image_id,
+        value=describe(resolved),
+        attribute=_attribute(ctx),
+    )
+    _write_state(ctx, state)
+    _set_attribute(ctx, state.attribute, state.value)
+    return state
+
+
+def _set_attribute(ctx: Context, name: str, value: str | None) -> None:
+    from pcmkimg import pacemaker
+
+    try:
+        runner = pacemaker.Runner()
+        if value is None:
+            runner.delete_node_attribute(_node(ctx), name)
+        else:
+            runner.set_node_attribute(_node(ctx), name, value)
+    except Exception as exc:  # the attribute is informative: never fail the guard for it
+        ctx.log.warning(f"could not update node attribute {name}: {exc}")
+
+
+def unresolved_reason(ctx: Context) -> str:
+    node = _node(ctx)
+    return (
+        f"{_floating(ctx)} is not in the image store of {node}, so the bundle would try to "
+        f"pull a name that no registry holds; fix: pcmkimg update --node {node} "
+        f"{_service(ctx)} --image REF, then pcs resource cleanup"
+    )
+
+
+def start(ctx: Context) -> int:
+    resolved = _resolve(ctx)
+    if not resolved:
+        raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
+    state = _publish(ctx, resolved)
+    ctx.log.info(f"{state.image} is {state.value} ({state.image_id[:12]}) on {_node(ctx)}")
+    return OCFRC.SUCCESS
+
+
+def stop(ctx: Context) -> int:
+    state = _read_state(ctx)
+    if state is not None:
+        _set_attribute(ctx, state.attribute, None)
+    try:
+        _state_path(ctx).unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        ctx.log.warning(f"could not remove {_state_path(ctx)}: {exc}")
+    return OCFRC.SUCCESS
+
+
+def monitor(ctx: Context) -> int:
+    state = _read_state(ctx)
+    if state is None:
+        return OCFRC.NOT_RUNNING
+    try:
+        resolved = _resolve(ctx)
+    except OCFError as exc:
+        ctx.exit_reason(f"running, but the image store can't be read: {exc.reason}")
+        return OCFRC.DEGRADED
+    if not resolved:
+        ctx.exit_reason(
+            f"the running replica is fine, but {state.image} vanished from {_node(ctx)}: a "
+            f"restart here would fail; fix: pcmkimg update --node {_node(ctx)} "
+            f"{_service(ctx)} --image REF"
+        )
+        return OCFRC.DEGRADED
+    if resolved.image_id != state.image_id or describe(resolved) != state.value:
+        new = _publish(ctx, resolved)
+        ctx.log.info(f"{new.image} moved to {new.value} ({new.image_id[:12]})")
+    return OCFRC.SUCCESS
+
+
+def validate(ctx: Context) -> int:
+    _floating(ctx)
+    url = ctx.param("podman_url") or DEFAULT_URL
+    if not url.startswith("unix://"):
+        raise OCFError(OCFRC.ERR_CONFIGURED, f"podman_url {url!r}: the guard reads the local "
+                       "store only; use unix:///PATH")  # fmt: skip
+    if ctx.check_level >= 10 and not _resolve(ctx):
+        raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
+    return OCFRC.SUCCESS
+
+
+AGENT = Agent(
+    name="floating-image",
+    version="1.0",
+    shortdesc="Guards a bundle whose image is a node-local floating name",
+    longdesc=(
+        "Runs as a clone ordered before a Pacemaker bundle and colocated with it. It refuses to "
+        "start (rc 5, on this node only) when the floating image name is not in this node's "
+        "image store, so that the bundle never tries to pull a name that no registry holds. "
+        "It publishes the real image behind the floating name as a transient node attribute, "
+        "and reports degraded (190) when the name vanishes under a running replica."
+    ),
+    parameters=[
+        Parameter(
+            "image",
+            "Floating image name",
+            "The bundle's floating image name, e.g. cluster.common.tag/mariadb:pcmklatest.",
+            required=True,
+            unique=True,
+        ),
+        Parameter(
+            "podman_url",
+            "Local podman API socket",
+            "unix:// URL of the local podman API socket. When it can't be reached the agent "
+            "falls back to the podman command.",
+            default=DEFAULT_URL,
+        ),
+        Parameter(
+            "attribute",
+            "Node attribute",
+            "Name of the transient node attribute that shows the real image on each node. "
+            "Default: pcmkimg-SERVICE.",
+        ),
+        Parameter(
+            "state_dir",
+            "State directory",
+            "Root-owned directory for the agent's state.",
+            default=STATE_DIR,
+        ),
+    ],
+    actions=[
+        Action("start", timeout=30),
+        Action("stop", timeout=30),
+        Action("monitor", timeout=30, interval=30),
+        Action("validate-all", timeout=30),
+    ],
+    handlers={"start": start, "stop": stop, "monitor": monitor, "validate-all": validate},
+)

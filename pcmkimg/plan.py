@@ -1,0 +1,188 @@
+"""Update planning: a pure function from cluster facts to a list of steps.
+
+``pcmkimg update --dry-run`` prints the plan; ``execute.py`` runs it. Nothing
+here does I/O. Whether a node's replica restarts is decided per node when
+the step runs, from the image IDs it finds there (a restart happens only when
+the running container does not use the target image), so a re-run after an
+interruption finishes the job and an update to the same image restarts nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pcmkimg import naming
+from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.reference import InvalidReference, Reference
+
+
+class UnknownService(UsageError):
+    """No bundle matches the service name."""
+
+
+class UnknownNode(UsageError):
+    """A node named on the command line is not a cluster node that can run the bundle."""
+
+
+class NodeNotReady(PcmkimgError):
+    """A target node is offline, in standby or in maintenance."""
+
+
+@dataclass(frozen=True)
+class BundleRef:
+    """The bundle an update is about."""
+
+    id: str
+    service: str
+    floating: str
+    containers: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the planner knows of one node, from the CIB and crm_mon."""
+
+    name: str
+    ready: bool = True  # online, not standby, not maintenance
+    can_run: bool = True  # not banned from the bundle by a location constraint
+    active: bool = False  # a replica of the bundle runs here
+    promoted: bool = False
+    why_not_ready: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # lease | preflight | pull | update | release
+    nodes: tuple[str, ...] = ()
+    detail: str = ""
+    restart: bool = False  # this step may restart a replica
+
+
+@dataclass(frozen=True)
+class Plan:
+    bundle: BundleRef
+    target: str
+    targets: tuple[str, ...]
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    def lines(self) -> list[str]:
+        out = [f"update {self.bundle.service} (bundle {self.bundle.id}) to {self.target}"]
+        for i, step in enumerate(self.steps, 1):
+            out.append(f"{i:>2}. {step.detail}")
+        return out
+
+
+def find_bundle(
+    bundles: Sequence[tuple[str, str]], service: str, scheme: naming.Scheme
+) -> BundleRef:
+    """The bundle of ``service``: by bundle id, or by the service of its floating name.
+
+    ``bundles`` are (bundle id, image) pairs from the CIB.
+    """
+    matches = []
+    for bundle_id, image in bundles:
+        found = _classify(image, scheme)
+        svc = found.service if found is not None else None
+        if service in (bundle_id, svc):
+            matches.append(BundleRef(bundle_id, svc or service, image))
+    if len(matches) == 1:
+        return matches[0]
+    known = sorted(f"{b} ({i})" for b, i in bundles if _classify(i, scheme) is not None)
+    if not matches:
+        raise UnknownService(
+            f"no bundle runs service {service!r} behind a floating name",
+            "name a bundle id or a service; bundles with floating names: "
+            + (", ".join(known) or "none (see pcmkimg migrate)"),
+        )
+    raise UnknownService(
+        f"service {service!r} matches several bundles: {', '.join(m.id for m in matches)}",
+        "name the bundle id instead",
+    )
+
+
+def _classify(image: str, scheme: naming.Scheme) -> naming.FloatingName | None:
+    try:
+        return naming.classify(image, scheme) if image else None
+    except InvalidReference:
+        return None
+
+
+def order_nodes(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
+    """Nodes without a replica first, then active ones, the promoted replica last."""
+    return sorted(facts, key=lambda f: (f.active, f.promoted, f.name))
+
+
+def plan_update(
+    bundle: BundleRef,
+    target: Reference,
+    facts: Sequence[NodeFacts],
+    nodes: Sequence[str] | None,
+    *,
+    digest: str | None = None,
+    restart: bool = True,
+) -> Plan:
+    """The steps of an update of ``bundle`` to ``target`` on ``nodes`` (None: every node).
+
+    Raises UnknownNode or NodeNotReady, listing every problem at once.
+    """
+    by_name = {f.name: f for f in facts}
+    problems: list[str] = []
+    if nodes is None:
+        chosen = [f for f in facts if f.can_run]
+    else:
+        chosen = []
+        for name in dict.fromkeys(nodes):
+            fact = by_name.get(name)
+            if fact is None:
+                problems.append(f"{name!r} is not a cluster node")
+            elif not fact.can_run:
+                problems.append(f"bundle {bundle.id} can never run on {name}")
+            else:
+                chosen.append(fact)
+    if problems:
+        raise UnknownNode(
+            "; ".join(problems), f"nodes that can run {bundle.id}: " + ", ".join(
+                sorted(f.name for f in facts if f.can_run)) or "none"
+        )  # fmt: skip
+    not_ready = [f for f in chosen if not f.ready]
+    if not_ready:
+        raise NodeNotReady(
+            "; ".join(f"{f.name} is {f.why_not_ready or 'not ready'}" for f in not_ready),
+            "bring the node online and out of standby/maintenance, or leave it out",
+        )
+    if not chosen:
+        raise UnknownNode(f"no node can run bundle {bundle.id}", "check its location constraints")
+    ordered = order_nodes(chosen)
+    names = tuple(f.name for f in ordered)
+    ref = str(target) + (f" (digest {digest})" if digest else "")
+    steps = [
+        Step("lease", detail="take the cluster-wide update lease"),
+        Step(
+            "preflight",
+            names,
+            "check: quorum, target nodes online, other replicas healthy, no leftover ban",
+        ),
+        Step("pull", names, f"pull {ref} on {', '.join(names)} (in parallel, before any restart)"),
+    ]
+    for fact in ordered:
+        if not fact.active:
+            how = "retag only: no replica runs here, a later start uses the new image"
+        elif not restart:
+            how = "retag only (--no-restart)"
+        else:
+            role = "promoted replica, " if fact.promoted else ""
+            how = (
+                f"retag, then restart the {role}replica unless it already runs that image, "
+                "wait until healthy; roll back on failure"
+            )
+        steps.append(
+            Step(
+                "update",
+                (fact.name,),
+                f"{fact.name}: {bundle.floating} -> {target}; {how}",
+                restart=fact.active and restart,
+            )
+        )
+    steps.append(Step("release", detail="release the update lease"))
+    return Plan(bundle, str(target), names, tuple(steps))
