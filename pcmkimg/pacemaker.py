@@ -1,0 +1,620 @@
+"""The one adapter for the Pacemaker command-line tools.
+
+Every external call goes through a :class:`Runner`: argument lists only (never a shell), a
+timeout on every call, ``LC_ALL=C``, stderr captured and mapped to one error type per failure
+kind. The runner takes an optional argv ``prefix`` (e.g. ``nsenter ... --`` to run the tools on
+a test node; empty in production) and an optional ``cib_file`` for offline work on a saved CIB
+(passed as ``CIB_file``; operations that need a live cluster refuse it).
+
+The operations are plain functions of a runner. They parse what the tools print with the pure
+model in :mod:`pcmkimg.cib` and apply its :class:`~pcmkimg.cib.CibChange` patches with
+``cibadmin --patch``, which Pacemaker applies only to a CIB of exactly the patch's source
+version: a CIB that changed in between is refused (:class:`CibChangedError`).
+
+A restart is "ban, wait, clear, wait, verify": ``crm_resource --restart`` does the first four,
+:func:`restart_replica` adds the verification (``crm_resource --restart`` returns 0 even when
+the start failed) and removes the ``cli-ban`` on every exit path, SIGINT and SIGTERM included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+from lxml import etree
+
+from pcmkimg import cib
+from pcmkimg.errors import PcmkimgError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 60.0  # seconds, for one tool call
+CALL_SLACK = 30.0  # extra seconds a tool gets beyond its own --timeout
+FIX_ROOT = "run it as root on a cluster node (or give a saved CIB with --cib-file)"
+
+# Pacemaker exit codes (crm_exit_t) that have a failure kind of their own.
+RC_DISCONNECT = 102
+RC_OLD = 103  # "Update was older than existing configuration"
+RC_NOSUCH = 105
+RC_QUORUM = 106
+RC_TIMEOUT = 124
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class PacemakerError(PcmkimgError):
+    """Base of the errors of this adapter."""
+
+
+class ToolMissingError(PacemakerError):
+    """A Pacemaker tool is not installed (or not on PATH)."""
+
+
+class ToolError(PacemakerError):
+    """A tool failed; carries the argv, exit code and stderr."""
+
+    def __init__(
+        self,
+        message: str,
+        fix: str = "",
+        *,
+        argv: Sequence[str] = (),
+        rc: int = 0,
+        stderr: str = "",
+    ) -> None:
+        self.argv = tuple(argv)
+        self.rc = rc
+        self.stderr = stderr
+        super().__init__(message, fix)
+
+
+class CibChangedError(ToolError):
+    """The CIB changed between our read and our write: the write was refused."""
+
+
+class NotFoundError(ToolError):
+    """A resource, node or attribute does not exist."""
+
+
+class NoQuorumError(ToolError):
+    """The cluster (partition) has no quorum."""
+
+
+class ClusterUnreachableError(ToolError):
+    """The tool could not talk to the cluster daemons on this node."""
+
+
+class PacemakerTimeoutError(ToolError):
+    """A tool (or the cluster, for ``--wait``/``--restart``) did not finish in time."""
+
+
+class OfflineError(PacemakerError):
+    """The operation needs a live cluster but the runner works on a CIB file."""
+
+
+class RestartRefusedError(PacemakerError):
+    """A replica restart was refused before touching anything (the reason says why)."""
+
+
+class RestartFailedError(PacemakerError):
+    """The replica did not come back: a failed operation, or not active on its node."""
+
+    def __init__(self, message: str, fix: str = "", *, failures: Sequence[cib.Failure] = ()):
+        self.failures = tuple(failures)
+        super().__init__(message, fix)
+
+
+class BanNotRemovedError(PacemakerError):
+    """The ``cli-ban`` left by a restart could not be removed."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while a handler of ours was installed.
+
+    A ``BaseException`` like ``KeyboardInterrupt``: ``except Exception`` does not swallow it,
+    ``finally`` blocks run. The CLI should exit ``128 + signum``.
+    """
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by signal {signum}")
+
+
+# --------------------------------------------------------------------------- runner
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    rc: int
+    stdout: str
+    stderr: str
+
+
+# A backend runs one argv: (argv, env, timeout, stdin) -> (rc, stdout, stderr). It raises
+# FileNotFoundError for a missing program and subprocess.TimeoutExpired on timeout.
+Backend = Callable[[Sequence[str], Mapping[str, str], float, Optional[str]], tuple[int, str, str]]
+
+
+def subprocess_backend(
+    argv: Sequence[str], env: Mapping[str, str], timeout: float, stdin: str | None
+) -> tuple[int, str, str]:
+    proc = subprocess.run(  # noqa: S603 - argv list, never a shell
+        list(argv),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        timeout=timeout,
+        check=False,
+        # Own session: a terminal's Ctrl-C reaches only us; we kill the child ourselves
+        # (subprocess.run does on any exception), then run our cleanup.
+        start_new_session=True,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@dataclass(frozen=True)
+class Runner:
+    """Runs Pacemaker tools. ``prefix`` goes before every argv (empty in production)."""
+
+    prefix: tuple[str, ...] = ()
+    cib_file: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    backend: Backend = field(default=subprocess_backend, repr=False, compare=False)
+
+    @property
+    def offline(self) -> bool:
+        return self.cib_file is not None
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "CIB_file"}
+        env["LC_ALL"] = "C"
+        if self.cib_file is not None:
+            env["CIB_file"] = self.cib_file
+        return env
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        check: bool = True,
+    ) -> Result:
+        """Run ``argv``; with ``check``, a non-zero exit raises the error of its kind."""
+        full = (*self.prefix, *argv)
+        limit = self.timeout if timeout is None else timeout
+        try:
+            rc, out, err = self.backend(full, self.env(), limit, stdin)
+        except FileNotFoundError:
+            raise ToolMissingError(
+                f"{full[0]} is not installed (running {' '.join(argv)})",
+                "install pacemaker-cli-utils (and pacemaker) and check PATH",
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise PacemakerTimeoutError(
+                f"{argv[0]} did not finish within {limit:g}s ({' '.join(argv)})",
+                "check that the cluster is responsive (`crm_mon -1`), then retry",
+                argv=argv,
+                rc=-1,
+            ) from None
+        result = Result(tuple(argv), rc, out, err)
+        if check and rc != 0:
+            raise tool_error(result)
+        return result
+
+
+def tool_error(result: Result) -> ToolError:
+    """The error of the kind a failed tool run reports (exit code first, then stderr)."""
+    argv, rc = result.argv, result.rc
+    stderr = " ".join(result.stderr.split()) or " ".join(result.stdout.split())[:500]
+    what = f"{' '.join(argv)} failed (rc {rc}): {stderr or 'no message'}"
+    text = stderr.lower()
+    kind: type[ToolError] = ToolError
+    fix = "see the tool's message; `crm_mon -1` shows the cluster state"
+    if (
+        rc == RC_OLD
+        or "older than existing configuration" in text
+        or "application of update diff failed" in text
+    ):
+        kind, fix = CibChangedError, "the CIB changed meanwhile: read it again and retry"
+    elif rc == RC_QUORUM or "quorum" in text:
+        kind, fix = NoQuorumError, "restore quorum (bring nodes back online), then retry"
+    elif rc == RC_TIMEOUT or "timed out" in text:
+        kind, fix = PacemakerTimeoutError, "the cluster did not settle: check `crm_mon -1`"
+    elif rc == RC_DISCONNECT or "could not connect" in text or "not connected" in text:
+        kind, fix = ClusterUnreachableError, "start the cluster on this node, or " + FIX_ROOT
+    elif rc == RC_NOSUCH or "not found" in text or "does not exist" in text:
+        kind, fix = NotFoundError, "check the name (`crm_mon -1` lists resources and nodes)"
+    return kind(what, fix, argv=argv, rc=rc, stderr=result.stderr)
+
+
+def _need_live(runner: Runner, what: str) -> None:
+    if runner.offline:
+        raise OfflineError(
+            f"{what} needs a live cluster, not the CIB file {runner.cib_file}",
+            "run it on a cluster node without --cib-file",
+        )
+
+
+# --------------------------------------------------------------------------- signals
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """For the duration, SIGTERM raises :class:`Terminated` (so ``finally`` blocks run).
+
+    Only in the main thread, and not when SIGTERM is ignored. The previous handler comes back.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_IGN:
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while a cleanup runs; deliver them again afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        pending.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
+
+
+# --------------------------------------------------------------------------- CIB and status
+
+
+def query_cib(runner: Runner) -> cib.Element:
+    """The whole CIB (``cibadmin --query``)."""
+    return cib.parse_cib(runner.run(["cibadmin", "--query"]).stdout)
+
+
+def status_xml(runner: Runner) -> cib.Element:
+    """``crm_mon -1 --output-as=xml``, parsed."""
+    return cib.parse_crm_mon(runner.run(["crm_mon", "-1", "--output-as=xml"]).stdout)
+
+
+def status(runner: Runner) -> cib.ClusterStatus:
+    return cib.cluster_status(status_xml(runner))
+
+
+def push(runner: Runner, change: cib.CibChange) -> None:
+    """Apply one atomic patch; :class:`CibChangedError` if the CIB is no longer its base."""
+    if change.empty:
+        return
+    runner.run(["cibadmin", "--patch", "--xml-pipe"], stdin=change.patch_xml().decode())
+
+
+def update_cib(
+    runner: Runner,
+    edit: Callable[[cib.Element], cib.CibChange],
+    *,
+    attempts: int = 10,
+    pause: float = 0.2,
+) -> cib.CibChange:
+    """Read, edit, push; again on :class:`CibChangedError` (the CIB moves on its own: status
+    updates bump ``num_updates``). ``edit`` may raise to give up. Returns the applied change."""
+    for attempt in range(1, attempts + 1):
+        change = edit(query_cib(runner))
+        try:
+            push(runner, change)
+        except CibChangedError:
+            if attempt == attempts:
+                raise
+            time.sleep(pause * attempt)
+            continue
+        return change
+    raise AssertionError("unreachable")
+
+
+def local_node(runner: Runner) -> str:
+    """This node's Pacemaker name (``crm_node -n``)."""
+    _need_live(runner, "finding the local node")
+    name = runner.run(["crm_node", "-n"]).stdout.strip()
+    if not name:
+        raise ClusterUnreachableError(
+            "crm_node -n printed no node name", "start the cluster on this node", argv=["crm_node"]
+        )
+    return name
+
+
+# --------------------------------------------------------------------------- resources
+
+
+def _node_args(node: str | None) -> list[str]:
+    return ["--node", node] if node else []
+
+
+def cleanup(runner: Runner, resource: str, node: str | None = None) -> None:
+    """Forget past failures of ``resource`` (on ``node``), so Pacemaker retries it."""
+    _need_live(runner, "crm_resource --cleanup")
+    runner.run(["crm_resource", "--cleanup", "--resource", resource, *_node_args(node)])
+
+
+def refresh(runner: Runner, resource: str, node: str | None = None) -> None:
+    """Forget the whole history of ``resource`` (on ``node``): Pacemaker re-probes it."""
+    _need_live(runner, "crm_resource --refresh")
+    runner.run(["crm_resource", "--refresh", "--resource", resource, *_node_args(node)])
+
+
+def unmanage(runner: Runner, resource: str) -> None:
+    """``is-managed=false``: Pacemaker stops acting on the resource."""
+    runner.run(
+        ["crm_resource", "--resource", resource, "--meta"]
+        + ["--set-parameter", "is-managed", "--parameter-value", "false"]
+    )
+
+
+def manage(runner: Runner, resource: str) -> None:
+    """Remove ``is-managed`` (managed is the default)."""
+    runner.run(
+        ["crm_resource", "--resource", resource, "--meta", "--delete-parameter", "is-managed"]
+    )
+
+
+def wait(runner: Runner, timeout: float) -> None:
+    """Wait until the cluster settles (``crm_resource --wait``)."""
+    _need_live(runner, "crm_resource --wait")
+    seconds = max(1, int(timeout))
+    runner.run(["crm_resource", "--wait", f"--timeout={seconds}s"], timeout=seconds + CALL_SLACK)
+
+
+# --------------------------------------------------------------------------- node attributes
+
+
+def _attr_args(node: str, name: str) -> list[str]:
+    return ["crm_attribute", "--lifetime", "reboot", "--node", node, "--name", name]
+
+
+def set_node_attribute(runner: Runner, node: str, name: str, value: str) -> None:
+    """Set a transient (until reboot) node attribute."""
+    runner.run([*_attr_args(node, name), "--update", value])
+
+
+def get_node_attribute(runner: Runner, node: str, name: str) -> str | None:
+    """A transient node attribute; None when it is not set."""
+    try:
+        result = runner.run([*_attr_args(node, name), "--query", "--quiet"])
+    except NotFoundError:
+        return None
+    value = result.stdout.strip()
+    return value or None
+
+
+def delete_node_attribute(runner: Runner, node: str, name: str) -> None:
+    """Delete a transient node attribute (nothing happens when it is not set)."""
+    runner.run([*_attr_args(node, name), "--delete"])
+
+
+# --------------------------------------------------------------------------- restart
+
+
+@dataclass(frozen=True)
+class RestartReport:
+    """What :func:`restart_replica` did."""
+
+    bundle: str
+    node: str
+    replica: int
+    container: str  # the replica's container resource, e.g. "galera-bundle-podman-1"
+    seconds: float
+
+
+def ban_id(resource: str, node: str) -> str:
+    """The id ``crm_resource --ban``/``--restart`` gives its location constraint."""
+    return f"cli-ban-{resource}-on-{node}"
+
+
+def check_restartable(
+    config: cib.Element, state: cib.ClusterStatus, bundle_id: str, node: str
+) -> cib.ReplicaStatus:
+    """The replica of ``bundle_id`` on ``node`` if a restart may go ahead; else raise."""
+    bundle = cib.bundle(config, bundle_id)
+    where = f"restart of {bundle_id} on {node} refused"
+    if not state.have_quorum:
+        raise NoQuorumError(
+            f"{where}: the cluster has no quorum",
+            "restore quorum (bring nodes back online), then retry",
+        )
+    if cib.cluster_properties(config).get("maintenance-mode", "").lower() in ("true", "on", "1"):
+        raise RestartRefusedError(
+            f"{where}: the cluster is in maintenance mode",
+            "leave maintenance mode (`pcs property set maintenance-mode=false`) first",
+        )
+    if not bundle.is_managed:
+        raise RestartRefusedError(
+            f"{where}: the bundle is unmanaged", f"`pcs resource manage {bundle_id}` first"
+        )
+    if (bundle.target_role or "").lower() == "stopped":
+        raise RestartRefusedError(
+            f"{where}: the bundle is disabled (target-role=Stopped)",
+            f"`pcs resource enable {bundle_id}` first, or leave it stopped",
+        )
+    known = state.node(node)
+    if known is None:
+        names = ", ".join(n.name for n in state.nodes) or "none"
+        raise RestartRefusedError(f"{where}: no node {node!r} (nodes: {names})", "check the name")
+    for flag, fix in (
+        ("standby", f"`pcs node unstandby {node}` first"),
+        ("maintenance", f"`pcs node unmaintenance {node}` first"),
+    ):
+        if getattr(known, flag):
+            raise RestartRefusedError(f"{where}: the node is in {flag}", fix)
+    if not known.usable:
+        raise RestartRefusedError(
+            f"{where}: the node is not online and ready", "bring the node online, then retry"
+        )
+    replica = state.replica_on(bundle_id, node)
+    if replica is None or not replica.active:
+        raise RestartRefusedError(
+            f"{where}: no active replica of {bundle_id} on {node}",
+            f"start it first (`crm_resource --cleanup --resource {bundle_id} --node {node}`)",
+        )
+    if replica.failed:
+        raise RestartRefusedError(
+            f"{where}: the replica has failed (crm_mon shows a failed operation)",
+            f"fix the cause, then `crm_resource --cleanup --resource {bundle_id} --node {node}`",
+        )
+    if not replica.managed:
+        raise RestartRefusedError(
+            f"{where}: the replica is unmanaged", f"`pcs resource manage {bundle_id}` first"
+        )
+    return replica
+
+
+FailureKey = tuple[str, str, str, str]
+
+
+def _failure_key(el: cib.Element) -> FailureKey:
+    """(op_key, node, call, last-rc-change): a repeated failure of one operation gets a new
+    call id, so it counts as new."""
+    op_key, node, call, changed = (
+        el.get(a, "") for a in ("op_key", "node", "call", "last-rc-change")
+    )
+    return (op_key, node, call, changed)
+
+
+def _failure_keys(mon: cib.Element) -> set[FailureKey]:
+    return {_failure_key(el) for el in mon.findall("failures/failure")}
+
+
+def _new_failures(
+    before: set[FailureKey],
+    mon: cib.Element,
+    bundle: cib.Bundle,
+    replica: cib.ReplicaStatus,
+    node: str,
+) -> list[cib.Failure]:
+    """Real (not degraded) failures of this replica that were not there before."""
+    inner = bundle.primitive.id if bundle.primitive else None
+    guest = f"{bundle.id}-{replica.replica}"
+    keys = [_failure_key(el) for el in mon.findall("failures/failure")]
+    failures = cib.cluster_status(mon).failures  # same order as the elements
+    return [
+        f
+        for key, f in zip(keys, failures)
+        if key not in before
+        and not f.degraded
+        and f.node in (node, guest)
+        and (f.resource.startswith(f"{bundle.id}-") or f.resource == inner)
+    ]
+
+
+def _describe(failures: Sequence[cib.Failure]) -> str:
+    return "; ".join(
+        f"{f.op_key} on {f.node}: {f.exitstatus or f.exitcode}"
+        + (f" ({f.exit_reason})" if f.exit_reason else "")
+        for f in failures
+    )
+
+
+def remove_ban(runner: Runner, resource: str, node: str) -> None:
+    """Delete ``cli-ban-<resource>-on-<node>`` by id (no-op when absent). Unlike
+    ``crm_resource --clear`` this keeps a ``cli-prefer`` the operator made."""
+    runner.run(
+        ["cibadmin", "--delete", "--scope", "constraints"]
+        + [
+            "--xml-text",
+            etree.tostring(
+                etree.Element("rsc_location", id=ban_id(resource, node)), encoding="unicode"
+            ),
+        ]
+    )
+
+
+def restart_replica(
+    runner: Runner, bundle_id: str, node: str, timeout: float = 120
+) -> RestartReport:
+    """Restart the replica of ``bundle_id`` on ``node`` and check that it came back.
+
+    Refuses (:class:`RestartRefusedError`, :class:`NoQuorumError`) before touching anything;
+    raises :class:`RestartFailedError` when the replica is not active on ``node`` afterwards or
+    has a new failed operation. The ``cli-ban`` is removed on every exit path.
+    """
+    _need_live(runner, "crm_resource --restart")
+    config = query_cib(runner)
+    mon = status_xml(runner)
+    replica = check_restartable(config, cib.cluster_status(mon), bundle_id, node)
+    bundle = cib.bundle(config, bundle_id)
+    before = _failure_keys(mon)
+    seconds = max(1, int(timeout))
+    started = time.monotonic()
+    finished = False
+    try:
+        with sigterm_raises():
+            runner.run(
+                ["crm_resource", "--restart", "--resource", bundle_id, "--node", node]
+                + [f"--timeout={seconds}s"],
+                timeout=2 * seconds + CALL_SLACK,
+            )
+            wait(runner, timeout)
+            finished = True
+    finally:
+        with signals_held():
+            try:
+                remove_ban(runner, bundle_id, node)
+            except PacemakerError as exc:
+                if finished:
+                    raise BanNotRemovedError(
+                        f"{ban_id(bundle_id, node)} could not be removed: {exc.message}",
+                        f"`crm_resource --clear --resource {bundle_id} --node {node}`",
+                    ) from exc
+                log.error("could not remove %s: %s", ban_id(bundle_id, node), exc.one_line())
+    after = status_xml(runner)
+    failures = _new_failures(before, after, bundle, replica, node)
+    now = cib.cluster_status(after).replica_on(bundle_id, node)
+    fix = (
+        f"fix the cause on {node} (e.g. its image), then "
+        f"`crm_resource --cleanup --resource {bundle_id} --node {node}`"
+    )
+    if failures:
+        raise RestartFailedError(
+            f"restart of {bundle_id} on {node} failed: {_describe(failures)}",
+            fix,
+            failures=failures,
+        )
+    if now is None or not now.active or now.failed:
+        state = "not running" if now is None or not now.active else "failed"
+        raise RestartFailedError(f"restart of {bundle_id} on {node}: replica is {state}", fix)
+    return RestartReport(
+        bundle=bundle_id,
+        node=node,
+        replica=now.replica,
+        container=now.container_id,
+        seconds=round(time.monotonic() - started, 3),
+    )

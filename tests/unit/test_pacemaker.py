@@ -1,0 +1,366 @@
+"""Pure logic of the Pacemaker adapter, with a recorded backend instead of the tools."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+import pytest
+
+from pcmkimg import cib
+from pcmkimg import pacemaker as pm
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
+Answer = Union[tuple[int, str, str], BaseException]
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+@dataclass
+class Recorded:
+    """A backend answering by argv prefix; answers are consumed in order, the last repeats."""
+
+    answers: dict[tuple[str, ...], list[Answer]]
+    calls: list[tuple[tuple[str, ...], dict[str, str], float, str | None]] = field(
+        default_factory=list
+    )
+
+    def __call__(
+        self, argv: Sequence[str], env: Mapping[str, str], timeout: float, stdin: str | None
+    ) -> tuple[int, str, str]:
+        self.calls.append((tuple(argv), dict(env), timeout, stdin))
+        for key in sorted(self.answers, key=len, reverse=True):
+            if tuple(argv[: len(key)]) == key:
+                queue = self.answers[key]
+                answer = queue.pop(0) if len(queue) > 1 else queue[0]
+                if isinstance(answer, BaseException):
+                    raise answer
+                return answer
+        raise AssertionError(f"unexpected call {argv}")
+
+    def argvs(self) -> list[tuple[str, ...]]:
+        return [c[0] for c in self.calls]
+
+
+def runner(answers: Mapping[tuple[str, ...], list[Answer]], **kwargs: object) -> pm.Runner:
+    return pm.Runner(backend=Recorded(dict(answers)), **kwargs)  # type: ignore[arg-type]
+
+
+def backend(r: pm.Runner) -> Recorded:
+    assert isinstance(r.backend, Recorded)
+    return r.backend
+
+
+OK = (0, "", "")
+
+
+# --------------------------------------------------------------------------- runner
+
+
+def test_prefix_env_and_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CIB_file", "/leaked.xml")
+    monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
+    r = runner({("nsenter",): [(0, "controller-0\n", "")]}, prefix=("nsenter", "-t", "1", "--"))
+    assert pm.local_node(r) == "controller-0"
+    argv, env, timeout, stdin = backend(r).calls[0]
+    assert argv == ("nsenter", "-t", "1", "--", "crm_node", "-n")
+    assert env["LC_ALL"] == "C" and "CIB_file" not in env
+    assert timeout == pm.DEFAULT_TIMEOUT and stdin is None
+
+
+def test_cib_file_is_passed_and_live_only_operations_refuse() -> None:
+    r = runner({("cibadmin",): [(0, fixture("base.xml"), "")]}, cib_file="/tmp/saved.xml")
+    assert pm.query_cib(r).tag == "cib"
+    assert backend(r).calls[0][1]["CIB_file"] == "/tmp/saved.xml"
+    for call in (
+        lambda: pm.local_node(r),
+        lambda: pm.cleanup(r, "x"),
+        lambda: pm.wait(r, 5),
+        lambda: pm.restart_replica(r, "galera-bundle", "controller-1"),
+    ):
+        with pytest.raises(pm.OfflineError, match="needs a live cluster"):
+            call()
+    assert len(backend(r).calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("rc", "stderr", "kind"),
+    [
+        (
+            103,
+            "Call cib_apply_diff failed: Update was older than existing configuration",
+            "CibChanged",
+        ),
+        (1, "Call cib_apply_diff failed: Application of update diff failed", "CibChanged"),
+        (105, "crm_resource: Resource 'nosuch' not found", "NotFound"),
+        (106, "Error performing operation: No quorum", "NoQuorum"),
+        (124, "crm_resource: Timed out waiting", "PacemakerTimeout"),
+        (
+            102,
+            "Could not connect to the CIB: Transport endpoint is not connected",
+            "ClusterUnreachable",
+        ),
+        (1, "something else went wrong", "Tool"),
+    ],
+)
+def test_error_mapping(rc: int, stderr: str, kind: str) -> None:
+    r = runner({("cibadmin",): [(rc, "", stderr)]})
+    with pytest.raises(getattr(pm, f"{kind}Error")) as info:
+        pm.query_cib(r)
+    err = info.value
+    assert type(err).__name__ == f"{kind}Error"
+    assert err.rc == rc and err.argv == ("cibadmin", "--query") and err.stderr == stderr
+    assert stderr.split(":")[-1].strip() in err.one_line() and "fix:" in err.one_line()
+
+
+def test_missing_tool_and_hung_tool() -> None:
+    r = runner({("crm_mon",): [FileNotFoundError("crm_mon")]})
+    with pytest.raises(pm.ToolMissingError, match="crm_mon is not installed"):
+        pm.status(r)
+    r = runner({("crm_mon",): [subprocess.TimeoutExpired("crm_mon", 60)]})
+    with pytest.raises(pm.PacemakerTimeoutError, match="did not finish within 60s"):
+        pm.status(r)
+
+
+def test_check_false_returns_the_result() -> None:
+    r = runner({("crm_node",): [(7, "out", "err")]})
+    assert r.run(["crm_node", "-q"], check=False) == pm.Result(("crm_node", "-q"), 7, "out", "err")
+
+
+# --------------------------------------------------------------------------- CIB writes
+
+
+def test_push_sends_the_patch_on_stdin_and_skips_empty_changes() -> None:
+    base = cib.parse_cib(fixture("base.xml"))
+    r = runner({("cibadmin", "--patch"): [OK]})
+    pm.push(r, cib.set_cluster_property(base, "pcmkimg-x", "1"))
+    argv, _, _, stdin = backend(r).calls[0]
+    assert argv == ("cibadmin", "--patch", "--xml-pipe")
+    assert stdin is not None and 'name="pcmkimg-x"' in stdin and "<source" in stdin
+    pm.push(r, cib.make_change(base, base, "nothing"))
+    assert len(backend(r).calls) == 1
+
+
+def test_update_cib_retries_when_the_cib_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pm.time, "sleep", lambda _s: None)
+    stale = (103, "", "Update was older than existing configuration")
+    r = runner({("cibadmin", "--query"): [(0, fixture("base.xml"), "")]})
+    backend(r).answers[("cibadmin", "--patch")] = [stale, stale, OK]
+    change = pm.update_cib(r, lambda c: cib.set_cluster_property(c, "pcmkimg-x", "1"))
+    assert "pcmkimg-x" in change.description
+    assert [a[1] for a in backend(r).argvs()].count("--patch") == 3
+    backend(r).answers[("cibadmin", "--patch")] = [stale]
+    with pytest.raises(pm.CibChangedError):
+        pm.update_cib(r, lambda c: cib.set_cluster_property(c, "pcmkimg-x", "2"), attempts=2)
+
+
+def test_commands() -> None:
+    r = runner({("crm_resource",): [OK], ("crm_attribute",): [OK]})
+    pm.cleanup(r, "b", "n1")
+    pm.refresh(r, "b")
+    pm.unmanage(r, "b")
+    pm.manage(r, "b")
+    pm.wait(r, 30)
+    pm.set_node_attribute(r, "n1", "pcmkimg-image", "reg/ns/x:1")
+    pm.delete_node_attribute(r, "n1", "pcmkimg-image")
+    attr = ("crm_attribute", "--lifetime", "reboot", "--node", "n1", "--name", "pcmkimg-image")
+    assert backend(r).argvs() == [
+        ("crm_resource", "--cleanup", "--resource", "b", "--node", "n1"),
+        ("crm_resource", "--refresh", "--resource", "b"),
+        ("crm_resource", "--resource", "b", "--meta", "--set-parameter", "is-managed")
+        + ("--parameter-value", "false"),
+        ("crm_resource", "--resource", "b", "--meta", "--delete-parameter", "is-managed"),
+        ("crm_resource", "--wait", "--timeout=30s"),
+        (*attr, "--update", "reg/ns/x:1"),
+        (*attr, "--delete"),
+    ]
+    assert backend(r).calls[4][2] == 30 + pm.CALL_SLACK
+
+
+def test_get_node_attribute() -> None:
+    r = runner({("crm_attribute",): [(0, "reg/ns/x:1\n", ""), (105, "", "No such device")]})
+    assert pm.get_node_attribute(r, "n1", "pcmkimg-image") == "reg/ns/x:1"
+    assert pm.get_node_attribute(r, "n1", "pcmkimg-image") is None
+
+
+# --------------------------------------------------------------------------- restart rules
+
+
+def config(**meta: str) -> cib.Element:
+    base = cib.parse_cib(fixture("base.xml"))
+    for name, value in meta.items():
+        base = cib.set_bundle_meta(base, "galera-bundle", name, value).new_cib
+    return base
+
+
+def mon(name: str = "mon-ok.xml") -> cib.ClusterStatus:
+    return cib.cluster_status(cib.parse_crm_mon(fixture(name)))
+
+
+def test_restartable_replica() -> None:
+    replica = pm.check_restartable(config(), mon(), "galera-bundle", "controller-1")
+    assert (replica.container_id, replica.node) == ("galera-bundle-podman-1", "controller-1")
+
+
+@pytest.mark.parametrize(
+    ("meta", "mon_file", "node", "error", "reason"),
+    [
+        (
+            {"is-managed": "false"},
+            "mon-ok.xml",
+            "controller-1",
+            pm.RestartRefusedError,
+            "unmanaged",
+        ),
+        (
+            {"target-role": "Stopped"},
+            "mon-ok.xml",
+            "controller-1",
+            pm.RestartRefusedError,
+            "disabled",
+        ),
+        ({}, "mon-standby.xml", "controller-2", pm.RestartRefusedError, "in standby"),
+        ({}, "mon-no-quorum.xml", "controller-1", pm.NoQuorumError, "no quorum"),
+        ({}, "mon-ok.xml", "controller-9", pm.RestartRefusedError, "no node 'controller-9'"),
+        ({}, "mon-failed-start.xml", "controller-1", pm.RestartRefusedError, "replica has failed"),
+    ],
+)
+def test_restart_refusals(
+    meta: dict[str, str], mon_file: str, node: str, error: type[Exception], reason: str
+) -> None:
+    with pytest.raises(error, match=reason) as info:
+        pm.check_restartable(config(**meta), mon(mon_file), "galera-bundle", node)
+    assert "refused" in str(info.value) and "fix:" in str(info.value)
+
+
+def test_refused_in_maintenance_mode_and_for_unknown_bundle() -> None:
+    maintenance = cib.set_cluster_property(config(), "maintenance-mode", "true").new_cib
+    with pytest.raises(pm.RestartRefusedError, match="maintenance mode"):
+        pm.check_restartable(maintenance, mon(), "galera-bundle", "controller-1")
+    with pytest.raises(cib.BundleNotFoundError):
+        pm.check_restartable(config(), mon(), "nope-bundle", "controller-1")
+
+
+def restart_runner(after: str, restart: Answer = OK) -> pm.Runner:
+    return runner(
+        {
+            ("cibadmin", "--query"): [(0, fixture("base.xml"), "")],
+            ("crm_mon",): [(0, fixture("mon-ok.xml"), ""), (0, fixture(after), "")],
+            ("crm_resource", "--restart"): [restart],
+            ("crm_resource", "--wait"): [OK],
+            ("cibadmin", "--delete"): [OK],
+        }
+    )
+
+
+BAN_DELETE = (
+    "cibadmin",
+    "--delete",
+    "--scope",
+    "constraints",
+    "--xml-text",
+    '<rsc_location id="cli-ban-galera-bundle-on-controller-1"/>',
+)
+
+
+def test_restart_success_calls_in_order() -> None:
+    r = restart_runner("mon-ok.xml")
+    report = pm.restart_replica(r, "galera-bundle", "controller-1", timeout=90)
+    assert (report.node, report.replica, report.container) == (
+        "controller-1",
+        1,
+        "galera-bundle-podman-1",
+    )
+    argvs = backend(r).argvs()
+    assert argvs[2] == (
+        "crm_resource",
+        "--restart",
+        "--resource",
+        "galera-bundle",
+        "--node",
+        "controller-1",
+        "--timeout=90s",
+    )
+    assert backend(r).calls[2][2] == 2 * 90 + pm.CALL_SLACK
+    assert argvs[3] == ("crm_resource", "--wait", "--timeout=90s")
+    assert argvs[4] == BAN_DELETE
+    assert argvs[5][0] == "crm_mon"
+
+
+def test_restart_with_failed_start_is_a_failure() -> None:
+    r = restart_runner("mon-failed-start.xml")
+    with pytest.raises(pm.RestartFailedError) as info:
+        pm.restart_replica(r, "galera-bundle", "controller-1")
+    err = info.value
+    assert [f.op_key for f in err.failures] == ["galera-bundle-podman-1_start_0"]
+    assert "User-injected result" in err.message and "--cleanup" in err.fix
+    assert BAN_DELETE in backend(r).argvs()
+
+
+def test_only_new_failures_of_this_replica_count() -> None:
+    # A failure that was there before the restart is not new.
+    mon_ok = cib.parse_crm_mon(fixture("mon-ok.xml"))
+    mon_failed = cib.parse_crm_mon(fixture("mon-failed-start.xml"))
+    bundle = cib.bundle(config(), "galera-bundle")
+    replica = mon("mon-ok.xml").replica_on("galera-bundle", "controller-1")
+    assert replica is not None
+    keys = pm._failure_keys(mon_failed)
+    assert pm._new_failures(keys, mon_failed, bundle, replica, "controller-1") == []
+    fresh = pm._new_failures(pm._failure_keys(mon_ok), mon_failed, bundle, replica, "controller-1")
+    assert len(fresh) == 1
+    assert pm._new_failures(set(), mon_failed, bundle, replica, "controller-0") == []
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), pm.Terminated(signal.SIGTERM)])
+def test_interrupted_restart_removes_the_ban(interrupt: BaseException) -> None:
+    r = restart_runner("mon-ok.xml", restart=interrupt)
+    with pytest.raises(type(interrupt)):
+        pm.restart_replica(r, "galera-bundle", "controller-1")
+    assert backend(r).argvs()[-1] == BAN_DELETE
+
+
+def test_failed_restart_command_still_removes_the_ban() -> None:
+    r = restart_runner("mon-ok.xml", restart=(124, "", "Timed out"))
+    with pytest.raises(pm.PacemakerTimeoutError):
+        pm.restart_replica(r, "galera-bundle", "controller-1")
+    assert backend(r).argvs()[-1] == BAN_DELETE
+
+
+def test_ban_that_cannot_be_removed_after_a_restart_is_an_error() -> None:
+    r = restart_runner("mon-ok.xml")
+    backend(r).answers[("cibadmin", "--delete")] = [(102, "", "Could not connect")]
+    with pytest.raises(pm.BanNotRemovedError, match="crm_resource --clear"):
+        pm.restart_replica(r, "galera-bundle", "controller-1")
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def test_sigterm_raises_only_inside_and_restores() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(pm.Terminated):
+        with pm.sigterm_raises():
+            signal.raise_signal(signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_signals_held_delivers_after_the_block() -> None:
+    done = []
+    with pytest.raises(pm.Terminated):
+        with pm.sigterm_raises():
+            with pm.signals_held():
+                signal.raise_signal(signal.SIGTERM)
+                done.append("cleanup ran")
+    assert done == ["cleanup ran"]
+
+
+def test_replica_gone_without_a_failure_is_a_failure() -> None:
+    r = restart_runner("mon-standby.xml")
+    with pytest.raises(pm.RestartFailedError, match="controller-2: replica is not running"):
+        pm.restart_replica(r, "galera-bundle", "controller-2")
