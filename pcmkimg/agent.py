@@ -93,12 +93,13 @@ def _write_state(ctx: Context, state: Published) -> None:
 
 
 def _resolve(ctx: Context):  # type: ignore[no-untyped-def]
-    """The floating name in this node's store: Resolved or Unresolved (never raises on absence)."""
+    """The floating name in this node's store: Resolved, or None when it is not there."""
     from pcmkimg import images
 
     url = ctx.param("podman_url") or DEFAULT_URL
     try:
-        return images.resolve_local(str(_floating(ctx)), url)
+        found = images.resolve_local(str(_floating(ctx)), url, node=_node(ctx))
+        return found if isinstance(found, images.Resolved) else None
     except images.ImageError as exc:
         raise OCFError(OCFRC.ERR_GENERIC, f"cannot read the image store on {_node(ctx)}: "
                        f"{exc.one_line()}") from None  # fmt: skip
@@ -108,16 +109,25 @@ def describe(resolved) -> str:  # type: ignore[no-untyped-def]
     """The attribute value: the real name(s) behind the floating name, with the digest."""
     from pcmkimg import naming
 
-    real = sorted(n for n in resolved.names if naming.classify(n) is None)
-    name = real[0] if real else f"sha256:{resolved.image_id[:12]}"
+    real = sorted(n for n in resolved.other_names if _is_real(n))
+    name = real[0] if real else f"sha256:{resolved.id[:12]}"
     digest = resolved.digest
     return f"{name}@{digest}" if digest and "@" not in name else name
+
+
+def _is_real(name: str) -> bool:
+    from pcmkimg import naming, reference
+
+    try:
+        return naming.classify(name) is None
+    except reference.InvalidReference:
+        return False
 
 
 def _publish(ctx: Context, resolved) -> Published:  # type: ignore[no-untyped-def]
     state = Published(
         image=str(_floating(ctx)),
-        image_id=resolved.image_id,
+        image_id=resolved.id,
         value=describe(resolved),
         attribute=_attribute(ctx),
     )
@@ -132,25 +142,29 @@ def _set_attribute(ctx: Context, name: str, value: str | None) -> None:
     try:
         runner = pacemaker.Runner()
         if value is None:
-            runner.delete_node_attribute(_node(ctx), name)
+            pacemaker.delete_node_attribute(runner, _node(ctx), name)
         else:
-            runner.set_node_attribute(_node(ctx), name, value)
+            pacemaker.set_node_attribute(runner, _node(ctx), name, value)
     except Exception as exc:  # the attribute is informative: never fail the guard for it
         ctx.log.warning(f"could not update node attribute {name}: {exc}")
 
 
+def fix_hint(ctx: Context) -> str:
+    return f"pcmkimg update --node {_node(ctx)} {_service(ctx)} --image REF"
+
+
 def unresolved_reason(ctx: Context) -> str:
-    node = _node(ctx)
-    return (
-        f"{_floating(ctx)} is not in the image store of {node}, so the bundle would try to "
-        f"pull a name that no registry holds; fix: pcmkimg update --node {node} "
-        f"{_service(ctx)} --image REF, then pcs resource cleanup"
+    """Short: Pacemaker keeps only the first 128 characters of an exit reason."""
+    ctx.log.error(
+        f"{_floating(ctx)} is not in the image store of {_node(ctx)}: refusing to start, so "
+        "that the bundle does not try to pull a name that no registry holds"
     )
+    return f"{_floating(ctx)} missing on {_node(ctx)}; fix: {fix_hint(ctx)}"
 
 
 def start(ctx: Context) -> int:
     resolved = _resolve(ctx)
-    if not resolved:
+    if resolved is None:
         raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
     state = _publish(ctx, resolved)
     ctx.log.info(f"{state.image} is {state.value} ({state.image_id[:12]}) on {_node(ctx)}")
@@ -179,14 +193,14 @@ def monitor(ctx: Context) -> int:
     except OCFError as exc:
         ctx.exit_reason(f"running, but the image store can't be read: {exc.reason}")
         return OCFRC.DEGRADED
-    if not resolved:
-        ctx.exit_reason(
-            f"the running replica is fine, but {state.image} vanished from {_node(ctx)}: a "
-            f"restart here would fail; fix: pcmkimg update --node {_node(ctx)} "
-            f"{_service(ctx)} --image REF"
+    if resolved is None:
+        ctx.log.warning(
+            f"{state.image} vanished from {_node(ctx)}: the running replica is fine, but a "
+            "restart here would fail"
         )
+        ctx.exit_reason(f"{state.image} vanished; fix: {fix_hint(ctx)}")
         return OCFRC.DEGRADED
-    if resolved.image_id != state.image_id or describe(resolved) != state.value:
+    if resolved.id != state.image_id or describe(resolved) != state.value:
         new = _publish(ctx, resolved)
         ctx.log.info(f"{new.image} moved to {new.value} ({new.image_id[:12]})")
     return OCFRC.SUCCESS
@@ -198,7 +212,7 @@ def validate(ctx: Context) -> int:
     if not url.startswith("unix://"):
         raise OCFError(OCFRC.ERR_CONFIGURED, f"podman_url {url!r}: the guard reads the local "
                        "store only; use unix:///PATH")  # fmt: skip
-    if ctx.check_level >= 10 and not _resolve(ctx):
+    if ctx.check_level >= 10 and _resolve(ctx) is None:
         raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
     return OCFRC.SUCCESS
 
