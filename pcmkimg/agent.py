@@ -107,7 +107,6 @@ def _resolve(ctx: Context):  # type: ignore[no-untyped-def]
 
 def describe(resolved) -> str:  # type: ignore[no-untyped-def]
     """The attribute value: the real name(s) behind the floating name, with the digest."""
-    from pcmkimg import naming
 
     real = sorted(n for n in resolved.other_names if _is_real(n))
     name = real[0] if real else f"sha256:{resolved.id[:12]}"
