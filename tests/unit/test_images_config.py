@@ -1,0 +1,121 @@
+"""Tests of pcmkimg.config: the node map, scheme, registries and ssh settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pcmkimg.config import (
+    LOCAL_URL,
+    Config,
+    ConfigError,
+    NodeNotConfigured,
+    RegistrySettings,
+    SshSettings,
+    load,
+    parse,
+)
+from pcmkimg.naming import Scheme
+
+FULL = """
+# a comment
+[nodes]
+Controller-0 = unix:///run/podman/podman.sock
+controller-1 = ssh://root@controller-1.example.com/run/podman/podman.sock
+controller-2 = ssh://core@192.0.2.12:2222/run/podman/podman.sock
+
+[scheme]
+prefix = pcmk.example.org/images
+tag = current
+rollback_tag = before
+
+[registries]
+127.0.0.1:8787 = tls_verify=false
+Registry.Example.com = tls_verify=true
+
+[ssh]
+known_hosts = /etc/pcmkimg/known_hosts
+identity_file = /etc/pcmkimg/id_ed25519
+connect_timeout = 5
+"""
+
+
+def test_full_file_is_read() -> None:
+    config = parse(FULL, Path("/x.conf"))
+    assert dict(config.nodes) == {
+        "Controller-0": "unix:///run/podman/podman.sock",
+        "controller-1": "ssh://root@controller-1.example.com/run/podman/podman.sock",
+        "controller-2": "ssh://core@192.0.2.12:2222/run/podman/podman.sock",
+    }
+    assert config.scheme == Scheme("pcmk.example.org/images", "current", "before")
+    assert dict(config.registries) == {
+        "127.0.0.1:8787": RegistrySettings(tls_verify=False),
+        "registry.example.com": RegistrySettings(tls_verify=True),
+    }
+    assert config.ssh == SshSettings(
+        Path("/etc/pcmkimg/known_hosts"), Path("/etc/pcmkimg/id_ed25519"), 5
+    )
+    assert config.path == Path("/x.conf")
+
+
+def test_tls_is_verified_unless_that_registry_says_otherwise() -> None:
+    config = parse(FULL)
+    assert config.tls_verify("127.0.0.1:8787") is False
+    assert config.tls_verify("127.0.0.1:8788") is True
+    assert config.tls_verify("REGISTRY.example.com") is True
+    assert config.tls_verify(None) is True
+
+
+def test_missing_file_gives_defaults_and_the_local_socket(tmp_path: Path) -> None:
+    config = load(tmp_path / "absent.conf")
+    assert config == Config()
+    assert config.url_for("here", local_node="here") == LOCAL_URL
+    with pytest.raises(NodeNotConfigured) as caught:
+        config.url_for("elsewhere", local_node="here")
+    assert "elsewhere" in caught.value.one_line() and "[nodes]" in caught.value.fix
+
+
+def test_listed_node_wins_over_the_local_default() -> None:
+    config = parse("[nodes]\nhere = unix:///tmp/other.sock\n")
+    assert config.url_for("here", local_node="here") == "unix:///tmp/other.sock"
+
+
+def test_environment_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "p.conf"
+    conf.write_text("[nodes]\nn1 = unix:///tmp/n1.sock\n")
+    monkeypatch.setenv("PCMKIMG_CONF", str(conf))
+    config = load()
+    assert config.nodes["n1"] == "unix:///tmp/n1.sock" and config.path == conf
+    assert load(tmp_path / "absent") == Config()
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[nodes\nx = y\n", "malformed"),
+        ("no section = here\n", "malformed"),
+        ("[nodes]\na = 1\na = 2\n", "malformed"),
+        ("[node]\na = unix:///x\n", "unknown section [node]"),
+        ("[nodes]\nc0 = http://c0:8080\n", "not a podman URL"),
+        ("[nodes]\nc0 = ssh://c0\n", "not a podman URL"),
+        ("[scheme]\nprefix = cluster-common-tag\n", "has no '.'"),
+        ("[scheme]\nflavour = x\n", "unknown key 'flavour'"),
+        ("[registries]\nreg.example.com = insecure\n", "unknown option 'insecure'"),
+        ("[registries]\nreg.example.com = tls_verify=maybe\n", "not a boolean"),
+        ("[registries]\nreg_x.com = tls_verify=false\n", "invalid registry"),
+        ("[ssh]\nconnect_timeout = soon\n", "not 1 to 120"),
+        ("[ssh]\nconnect_timeout = 0\n", "not 1 to 120"),
+        ("[ssh]\nknown_hosts = known_hosts\n", "not an absolute path"),
+    ],
+)
+def test_malformed_file_is_a_clear_error(text: str, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(text, Path("/etc/pcmkimg/pcmkimg.conf"))
+    line = caught.value.one_line()
+    assert words in line and "/etc/pcmkimg/pcmkimg.conf" in line and caught.value.fix
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(tmp_path)  # a directory
