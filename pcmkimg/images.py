@@ -1,0 +1,979 @@
+"""A node's image store, over the podman API (podman-py): the only door to podman.
+
+:func:`connect` gives a :class:`Store` for one node: a ``unix://`` socket, or an ``ssh://`` URL
+reached through our own tunnel (:mod:`pcmkimg.tunnel`). The store resolves floating names,
+pulls, moves floating names, prunes and lists containers. Every failure is a typed
+:class:`ImageError` whose message names the node and the reference and carries the fix; the
+normal "that name is not here" of :meth:`Store.resolve` is a :class:`Unresolved` result.
+
+:func:`resolve_local` is the OCF agent's path: the local socket, else the ``podman`` command.
+
+podman-py is imported inside :func:`connect` only, so that importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+
+from pcmkimg import naming
+from pcmkimg.config import LOCAL_URL, Config
+from pcmkimg.errors import PcmkimgError
+from pcmkimg.reference import InvalidReference, Reference, parse
+
+if TYPE_CHECKING:
+    from podman import PodmanClient
+
+    from pcmkimg.tunnel import Tunnel
+
+HOLD_TAG = "pcmkhold"
+"""A short-lived tag that keeps an image named while its only name moves (see retag)."""
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds to wait for one answer (or one line of a pull's progress) from a podman service."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: one type per failure kind.
+
+
+class ImageError(PcmkimgError):
+    """A podman image operation on a node failed. ``node`` and ``ref`` say where and what."""
+
+    def __init__(self, message: str, fix: str = "", *, node: str, ref: object = None) -> None:
+        self.node = node
+        self.ref = None if ref is None else str(ref)
+        about = f" ({self.ref})" if self.ref is not None else ""
+        super().__init__(f"node {node}{about}: {message}", fix)
+
+
+class NodeUnreachable(ImageError):
+    """The node's podman API service cannot be reached."""
+
+
+class HostKeyRejected(NodeUnreachable):
+    """ssh refused the node's host key: it is unknown or it changed."""
+
+
+class RegistryUnreachable(ImageError):
+    """The registry did not answer, or answered with a server error (5xx). Transient."""
+
+
+class TLSError(ImageError):
+    """The TLS connection to the registry failed (certificate, or a plain-HTTP registry)."""
+
+
+class AuthError(ImageError):
+    """The registry refused the credentials, or asked for some."""
+
+
+class ImageNotFound(ImageError):
+    """The registry has no such repository or tag (or digest)."""
+
+
+class InvalidName(ImageError):
+    """A name given to the store is not a valid reference, or not one usable here."""
+
+
+class DigestMismatch(ImageError):
+    """The image has another digest than the one expected."""
+
+
+class PullFailed(ImageError):
+    """A pull failed for a reason not classified above."""
+
+
+class ImageAbsent(ImageError):
+    """A name that must be in the node's store is not there."""
+
+
+class StoreError(ImageError):
+    """The podman service refused a store operation (tag, untag, remove)."""
+
+
+class PodmanCommandFailed(ImageError):
+    """The ``podman`` command (the local fallback) failed."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Results.
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """One image of a store, as podman inspects it."""
+
+    id: str
+    """64 hex digits, no ``sha256:``."""
+    digest: str | None
+    repo_digests: tuple[str, ...]
+    names: tuple[str, ...]
+    """Every name (RepoTags) the image holds now."""
+    names_history: tuple[str, ...] = ()
+    """Every name the image has held, newest first (podman's NamesHistory)."""
+    created: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A name found in a node's store, and the image it names."""
+
+    node: str
+    name: str
+    image: ImageInfo
+
+    @property
+    def id(self) -> str:
+        return self.image.id
+
+    @property
+    def image_id(self) -> str:
+        """The same as :attr:`id`."""
+        return self.image.id
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name of the image, the resolved one included."""
+        return self.image.names
+
+    @property
+    def digest(self) -> str | None:
+        return self.image.digest
+
+    @property
+    def repo_digests(self) -> tuple[str, ...]:
+        return self.image.repo_digests
+
+    @property
+    def created(self) -> datetime | None:
+        return self.image.created
+
+    @property
+    def other_names(self) -> tuple[str, ...]:
+        """The image's names other than the one resolved: its real names."""
+        return tuple(n for n in self.image.names if n != self.name)
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A name that is not in a node's store (the normal "not here" answer)."""
+
+    node: str
+    name: str
+    reason: str = "no image has this name"
+
+
+Resolution = Union[Resolved, Unresolved]
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    """One progress report of :meth:`Store.pull`."""
+
+    node: str
+    ref: str
+    kind: Literal["cached", "status", "retry", "done"]
+    text: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """The outcome of a pull: what the reference now names, and how it got there."""
+
+    resolved: Resolved
+    cached: bool
+    """True when the exact digest was already in the store and the network was not used."""
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Retagged:
+    """What :meth:`Store.retag` changed."""
+
+    node: str
+    floating: str
+    old_id: str | None
+    new_id: str
+    moved: bool
+    rollback: str | None = None
+    """The rollback name, when it now names the old image."""
+    released_id: str | None = None
+    """An older image that lost its last name (the rollback name) and is now dangling."""
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What :meth:`Store.prune` removed and why it left the others."""
+
+    node: str
+    service: str
+    removed: tuple[str, ...]
+    kept: tuple[str, ...]
+    protected: tuple[str, ...]
+    """Images that hold the floating or rollback name, or that a container uses."""
+
+
+@dataclass(frozen=True)
+class Container:
+    """A container of a node and the image it runs."""
+
+    name: str
+    id: str
+    image: str
+    image_id: str
+    state: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers (unit-tested with plain data).
+
+_TRANSIENT_WORDS = (
+    "connection refused",
+    "connection reset",
+    "no route to host",
+    "network is unreachable",
+    "i/o timeout",
+    "handshake timeout",
+    "deadline exceeded",
+    "timed out",
+    "timeout",
+    "no such host",
+    "temporary failure in name resolution",
+    "unexpected eof",
+    ": eof",
+    "too many requests",
+    "toomanyrequests",
+)
+_TLS_WORDS = (
+    "x509:",
+    "certificate",
+    "tls:",
+    "server gave http response to https client",
+    "first record does not look like a tls handshake",
+)
+_AUTH_WORDS = (
+    "unauthorized",
+    "authentication required",
+    "access to the resource is denied",
+    "denied:",
+    "invalid username/password",
+    "401",
+    "403",
+)
+_NOT_FOUND_WORDS = ("manifest unknown", "name unknown", "not found", "404", "no such image")
+_NAME_WORDS = (
+    "repository name must",
+    "invalid reference format",
+    "invalid reference",
+    "invalid tag",
+    "parsing reference",
+)
+_SERVER_ERROR = re.compile(r"\b5[0-9][0-9]\b")
+_TLS_FIX = (
+    "give the registry a certificate the node trusts (/etc/containers/certs.d/HOST:PORT/ca.crt), "
+    "or, for a plain-HTTP registry, write 'HOST:PORT = tls_verify=false' in the [registries] "
+    "section of pcmkimg.conf"
+)
+_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
+    {
+        RegistryUnreachable: "check that the registry runs and that the node can reach it, "
+        "then run the command again",
+        TLSError: _TLS_FIX,
+        AuthError: "log in on the node (podman login REGISTRY) or check the credentials; a "
+        "repository that does not exist may also be reported as denied",
+        ImageNotFound: "check the repository and tag in the registry (skopeo list-tags "
+        "docker://REGISTRY/REPO)",
+        InvalidName: "give a valid reference such as registry.example.com:8787/ns/image:tag",
+        PullFailed: "read the podman message above; run 'podman pull' on the node to see more",
+    }
+)
+
+
+def classify_pull_error(text: str) -> type[ImageError]:
+    """The error type for a pull failure message of podman.
+
+    Only :class:`RegistryUnreachable` is transient (worth a retry).
+    """
+    low = text.lower()
+    if any(w in low for w in _NAME_WORDS):
+        return InvalidName
+    if "handshake timeout" not in low and any(w in low for w in _TLS_WORDS):
+        return TLSError
+    if any(w in low for w in _TRANSIENT_WORDS) or _SERVER_ERROR.search(low):
+        if "status: 401" not in low and "status: 403" not in low:
+            return RegistryUnreachable
+    if any(w in low for w in _AUTH_WORDS):
+        return AuthError
+    if any(w in low for w in _NOT_FOUND_WORDS):
+        return ImageNotFound
+    return PullFailed
+
+
+def backoff_delays(retries: int, base: float = 1.0, cap: float = 30.0) -> list[float]:
+    """The waits before each retry: ``base``, twice that, ... never more than ``cap``."""
+    return [min(cap, base * 2**i) for i in range(max(0, retries))]
+
+
+_CREATED = re.compile(
+    r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?"
+    r"\s*(?P<tz>Z|[+-]\d\d:?\d\d)?(?:\s+[A-Z]+)?"
+)
+
+
+def parse_created(value: object) -> datetime | None:
+    """An image's creation time from podman (RFC 3339 with nanoseconds, or Unix seconds)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, timezone.utc)
+    if not isinstance(value, str):
+        return None
+    found = _CREATED.fullmatch(value.strip())
+    if not found:
+        return None
+    frac = (found["frac"] or "0")[:6].ljust(6, "0")
+    tz = found["tz"] or "Z"
+    tz = "+00:00" if tz == "Z" else tz if ":" in tz else f"{tz[:3]}:{tz[3:]}"
+    return datetime.fromisoformat(f"{found['date']}T{found['time']}.{frac}{tz}")
+
+
+def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
+    """An ImageInfo from podman's image inspect data (API or ``podman image inspect``)."""
+    image_id = str(attrs.get("Id") or attrs.get("ID") or "")
+    if image_id.startswith("sha256:"):
+        image_id = image_id[len("sha256:") :]
+    return ImageInfo(
+        id=image_id,
+        digest=attrs.get("Digest") or None,
+        repo_digests=tuple(attrs.get("RepoDigests") or ()),
+        names=tuple(attrs.get("RepoTags") or ()),
+        names_history=tuple(attrs.get("NamesHistory") or ()),
+        created=parse_created(attrs.get("Created")),
+    )
+
+
+def has_digest(image: ImageInfo, name: str, digest: str) -> bool:
+    """Whether ``image`` is the manifest ``digest`` of repository ``name``."""
+    return f"{name}@{digest}" in image.repo_digests
+
+
+def _repository(name: str) -> str | None:
+    try:
+        return parse(name).name
+    except InvalidReference:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The store.
+
+
+ProgressCallback = Callable[[PullProgress], None]
+
+
+def _no_progress(_: PullProgress) -> None:
+    pass
+
+
+class Store:
+    """One node's image store. Use :func:`connect` to get one; close it when done."""
+
+    def __init__(
+        self,
+        node: str,
+        url: str,
+        client: PodmanClient,
+        *,
+        tunnel: Tunnel | None = None,
+        config: Config | None = None,
+    ) -> None:
+        self.node = node
+        self.url = url
+        self.client = client
+        self._tunnel = tunnel
+        self.config = config or Config()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the API client and stop the tunnel, if any. Safe to call twice."""
+        try:
+            self.client.close()
+        finally:
+            if self._tunnel is not None:
+                self._tunnel.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _talking(self, ref: object = None) -> Iterator[None]:
+        """Turn a lost connection to the podman service into NodeUnreachable."""
+        from podman.errors import APIError
+
+        try:
+            yield
+        except APIError as err:
+            if err.response is not None:
+                raise
+            raise self._unreachable(err, ref) from err
+        except OSError as err:  # requests' ConnectionError, ReadTimeout, ... are OSErrors
+            raise self._unreachable(err, ref) from err
+
+    def _unreachable(self, err: BaseException, ref: object) -> NodeUnreachable:
+        cause = err.__cause__ or err
+        return NodeUnreachable(
+            f"the podman API service at {self.url} did not answer: {cause}",
+            _unreachable_fix(self.url),
+            node=self.node,
+            ref=ref,
+        )
+
+    def _parse(self, text: Reference | str) -> Reference:
+        if isinstance(text, Reference):
+            return text
+        try:
+            return parse(text)
+        except InvalidReference as err:
+            raise InvalidName(err.message, err.fix, node=self.node, ref=text) from err
+
+    def _inspect(self, name: str) -> ImageInfo | None:
+        from podman.errors import APIError
+
+        with self._talking(name):
+            try:
+                return image_info(self.client.images.get(name).attrs)
+            except APIError as err:
+                if _status(err) == 404:
+                    return None
+                raise
+
+    def _require(self, name: str) -> ImageInfo:
+        found = self._inspect(name)
+        if found is None:
+            raise ImageAbsent(
+                "the image is not in this node's store",
+                "pull it on this node first (pcmkimg pull)",
+                node=self.node,
+                ref=name,
+            )
+        return found
+
+    def _tag(self, image_id: str, ref: Reference) -> None:
+        """Give ``ref`` to the image (podman moves it from any image that holds it)."""
+        with self._talking(ref):
+            response = self.client.api.post(
+                f"/images/{image_id}/tag", params={"repo": ref.name, "tag": ref.tag}
+            )
+        if response.status_code != 201:
+            raise StoreError(
+                f"podman refused to tag image {image_id[:12]}: HTTP {response.status_code} "
+                f"{response.text.strip()[:300]}",
+                "check the podman service log on the node",
+                node=self.node,
+                ref=ref,
+            )
+
+    def _untag(self, image: ImageInfo, ref: Reference) -> None:
+        """Take ``ref`` off the image; refused if it is the image's only name."""
+        if not [n for n in image.names if n != str(ref)]:
+            raise StoreError(
+                f"refusing to take the only name off image {image.id[:12]}",
+                "give the image another name first",
+                node=self.node,
+                ref=ref,
+            )
+        with self._talking(ref):
+            response = self.client.api.post(
+                f"/images/{image.id}/untag", params={"repo": ref.name, "tag": ref.tag}
+            )
+        if response.status_code != 201:
+            raise StoreError(
+                f"podman refused to untag image {image.id[:12]}: HTTP {response.status_code} "
+                f"{response.text.strip()[:300]}",
+                "check the podman service log on the node",
+                node=self.node,
+                ref=ref,
+            )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def resolve(self, floating: Reference | str) -> Resolution:
+        """The image that ``floating`` names on this node, or Unresolved when none does."""
+        name = str(self._parse(floating))
+        found = self._inspect(name)
+        if found is None:
+            return Unresolved(self.node, name)
+        return Resolved(self.node, name, found)
+
+    def images(self) -> tuple[ImageInfo, ...]:
+        """Every image of the store (no intermediate layers), sorted by ID."""
+        with self._talking():
+            ids = sorted({image.id for image in self.client.images.list()})
+        found = (self._inspect(image_id) for image_id in ids)
+        return tuple(image for image in found if image is not None)
+
+    def containers(self, *, running_only: bool = False) -> tuple[Container, ...]:
+        """The node's containers (all, or only the running ones) with their image IDs."""
+        with self._talking():
+            response = self.client.api.get("/containers/json", params={"all": not running_only})
+            response.raise_for_status()
+            rows = response.json() or []
+        return tuple(
+            Container(
+                name=(row.get("Names") or [""])[0],
+                id=row.get("Id", ""),
+                image=row.get("Image", ""),
+                image_id=row.get("ImageID", ""),
+                state=str(row.get("State", "")),
+            )
+            for row in rows
+        )
+
+    # -- pulling -------------------------------------------------------------------------------
+
+    def pull(
+        self,
+        ref: Reference | str,
+        *,
+        expected_digest: str | None = None,
+        progress: ProgressCallback | None = None,
+        tls_verify: bool | None = None,
+        retries: int = 3,
+        backoff: float = 1.0,
+    ) -> Pulled:
+        """Pull ``ref`` into the store and return what it names now.
+
+        With a digest (``expected_digest`` or in ``ref``), the image is pulled by that digest
+        (podman checks it), then tagged with ``ref``'s tag; when the store already has that
+        digest of that repository, the network is not used at all. ``tls_verify`` None means
+        the registry's setting in the configuration (verified unless configured otherwise).
+        Transient failures (registry down, timeouts, 5xx) are retried ``retries`` times with
+        exponential backoff from ``backoff`` seconds. A failed pull leaves the store unchanged.
+        """
+        wanted = self._parse(ref)
+        report = progress or _no_progress
+        digest = self._wanted_digest(wanted, expected_digest)
+        if tls_verify is None:
+            tls_verify = self.config.tls_verify(wanted.domain)
+        source = wanted.with_tag(None).with_digest(digest) if digest else wanted
+        cached = None
+        if digest:
+            cached = self._inspect(str(source))
+            if cached is not None and not has_digest(cached, wanted.name, digest):
+                cached = None
+        attempts = 0
+        if cached is not None:
+            report(PullProgress(self.node, str(wanted), "cached", f"{digest} is already here"))
+        else:
+            delays = backoff_delays(retries, backoff)
+            while True:
+                attempts += 1
+                try:
+                    self._pull_once(source, tls_verify, report, attempts)
+                    break
+                except RegistryUnreachable as err:
+                    if attempts > len(delays):
+                        raise
+                    delay = delays[attempts - 1]
+                    report(
+                        PullProgress(
+                            self.node,
+                            str(wanted),
+                            "retry",
+                            f"{err.message}; retrying in {delay:g} s",
+                            attempts,
+                        )
+                    )
+                    time.sleep(delay)
+        image = self._require(str(source))
+        if digest and not has_digest(image, wanted.name, digest):
+            raise DigestMismatch(
+                f"expected {digest}, the store has {', '.join(image.repo_digests) or 'none'}",
+                "check the digest given; the registry may have another image under this tag",
+                node=self.node,
+                ref=wanted,
+            )
+        if digest and wanted.tag is not None:
+            self._tag(image.id, wanted.with_digest(None))
+        name = str(wanted.with_digest(None)) if wanted.tag is not None else str(source)
+        resolved = Resolved(self.node, name, self._require(name))
+        report(PullProgress(self.node, str(wanted), "done", resolved.id, max(attempts, 1)))
+        return Pulled(resolved, cached=cached is not None, attempts=attempts)
+
+    def _wanted_digest(self, wanted: Reference, expected: str | None) -> str | None:
+        if expected is not None:
+            try:
+                wanted.with_digest(expected)
+            except InvalidReference as err:
+                raise InvalidName(err.message, err.fix, node=self.node, ref=wanted) from err
+            if wanted.digest is not None and wanted.digest != expected:
+                raise InvalidName(
+                    f"the reference has digest {wanted.digest}, but {expected} is expected",
+                    "give one digest",
+                    node=self.node,
+                    ref=wanted,
+                )
+            return expected
+        return wanted.digest
+
+    def _pull_once(
+        self, source: Reference, tls_verify: bool, report: ProgressCallback, attempt: int
+    ) -> str:
+        from podman.errors import APIError
+
+        text = str(source)
+        image_id = None
+        try:
+            with self._talking(text):
+                lines = self.client.images.pull(
+                    text, stream=True, decode=True, tls_verify=tls_verify
+                )
+                for line in lines:
+                    if not isinstance(line, dict):
+                        continue
+                    if line.get("error"):
+                        raise self._pull_error(str(line["error"]), source)
+                    if line.get("stream"):
+                        report(
+                            PullProgress(
+                                self.node, text, "status", str(line["stream"]).strip(), attempt
+                            )
+                        )
+                    if line.get("id"):
+                        image_id = str(line["id"])
+        except APIError as err:  # the service refused the request before streaming
+            raise self._pull_error(str(err.explanation or err), source) from err
+        if not image_id:
+            raise PullFailed(
+                "podman reported neither an image nor an error",
+                _FIXES[PullFailed],
+                node=self.node,
+                ref=source,
+            )
+        return image_id
+
+    def _pull_error(self, message: str, source: Reference) -> ImageError:
+        kind = classify_pull_error(message)
+        return kind(f"pull failed: {message.strip()}", _FIXES[kind], node=self.node, ref=source)
+
+    # -- naming --------------------------------------------------------------------------------
+
+    def rollback_for(self, floating: Reference) -> Reference:
+        """The default rollback name of a floating name: ``<prefix>/<service>:<rollback_tag>``."""
+        scheme = self.config.scheme
+        found = naming.classify(floating, scheme)
+        service = found.service if found else floating.last_component
+        return naming.rollback_name(service, scheme)
+
+    def retag(
+        self,
+        floating: Reference | str,
+        ref: Reference | str,
+        *,
+        rollback: Reference | str | None = None,
+    ) -> Retagged:
+        """Point ``floating`` at the image of ``ref``; keep the old image as ``rollback``.
+
+        The floating name moves in one podman call, so it never disappears. The old image gets
+        the rollback name first (default: the scheme's rollback name of the service). No image
+        is removed, and no image is left without a name on the way, except an older image whose
+        only name was the rollback name (reported as ``released_id``). Running it again changes
+        nothing.
+        """
+        name = self._parse(floating)
+        if name.tag is None or name.digest is not None:
+            raise InvalidName(
+                "a floating name needs a tag and no digest",
+                "give it as PREFIX/SERVICE:TAG, e.g. cluster.common.tag/mariadb:pcmklatest",
+                node=self.node,
+                ref=name,
+            )
+        back = self._parse(rollback) if rollback is not None else self.rollback_for(name)
+        if back.tag is None or back.digest is not None or back == name:
+            raise InvalidName(
+                f"rollback name {back} must have a tag, no digest, and differ from {name}",
+                "give a rollback name such as cluster.common.tag/mariadb:pcmkprevious",
+                node=self.node,
+                ref=back,
+            )
+        target = self._require(str(self._parse(ref)))
+        current = self._inspect(str(name))
+        if current is not None and current.id == target.id:
+            return Retagged(self.node, str(name), current.id, target.id, moved=False)
+        released = None
+        if current is not None:
+            holder = self._inspect(str(back))
+            if holder is None or holder.id != current.id:
+                only_name = holder is not None and set(holder.names) <= {str(back)}
+                swap = holder is not None and holder.id == target.id
+                hold = back.with_tag(HOLD_TAG) if only_name and swap else None
+                if hold is not None:
+                    self._tag(target.id, hold)
+                self._tag(current.id, back)
+                self._tag(target.id, name)
+                if hold is not None:
+                    self._untag(self._require(str(hold)), hold)
+                elif only_name and holder is not None:
+                    released = holder.id
+            else:
+                self._tag(target.id, name)
+        else:
+            self._tag(target.id, name)
+        return Retagged(
+            self.node,
+            str(name),
+            current.id if current else None,
+            target.id,
+            moved=True,
+            rollback=str(back) if current else None,
+            released_id=released,
+        )
+
+    # -- pruning -------------------------------------------------------------------------------
+
+    def prune(self, service: str, *, keep: int = 1) -> Pruned:
+        """Remove old images of ``service``; keep the ``keep`` newest others.
+
+        The images of a service are those that hold or held its floating or rollback name, and
+        every image with a name (now or before) in a repository of theirs. Images that hold the
+        floating or rollback name, or that any container uses, are never removed.
+        """
+        scheme = self.config.scheme
+        try:
+            own = {
+                str(naming.floating_name(service, scheme)),
+                str(naming.rollback_name(service, scheme)),
+            }
+        except InvalidReference as err:
+            raise InvalidName(err.message, err.fix, node=self.node, ref=service) from err
+        own_repos = {_repository(n) for n in own}
+        images = self.images()
+        in_use = {c.image_id for c in self.containers()}
+
+        def repos(image: ImageInfo) -> set[str | None]:
+            return {_repository(n) for n in (*image.names, *image.names_history)}
+
+        related = set(own_repos)
+        for image in images:
+            if repos(image) & own_repos:
+                related |= repos(image)
+        related.discard(None)
+        mine = [image for image in images if repos(image) & related]
+        protected = [i for i in mine if own & set(i.names) or i.id in in_use]
+        rest = sorted(
+            (i for i in mine if i not in protected),
+            key=lambda i: (i.created or datetime.min.replace(tzinfo=timezone.utc), i.id),
+            reverse=True,
+        )
+        kept, removed = list(rest[: max(0, keep)]), []
+        for image in rest[max(0, keep) :]:
+            if self._remove(image):
+                removed.append(image.id)
+            else:
+                kept.append(image)
+        return Pruned(
+            self.node,
+            service,
+            removed=tuple(removed),
+            kept=tuple(i.id for i in kept),
+            protected=tuple(i.id for i in protected),
+        )
+
+    def _remove(self, image: ImageInfo) -> bool:
+        """Remove an image without force: False when podman refuses (e.g. now in use)."""
+        from podman.errors import APIError
+
+        names = [parse(n) for n in image.names if _repository(n)]
+        for extra in names[1:]:
+            self._untag(self._require(image.id), extra)
+        with self._talking(image.id):
+            try:
+                self.client.images.remove(str(names[0]) if names else image.id)
+            except APIError as err:
+                if err.response is None:
+                    raise
+                return _status(err) == 404
+        return True
+
+
+def _status(err: Exception) -> int | None:
+    response = getattr(err, "response", None)
+    return None if response is None else int(response.status_code)
+
+
+def _unreachable_fix(url: str) -> str:
+    if url.startswith("ssh://"):
+        return "check ssh access to the node and that podman.socket runs there"
+    path = url[len("unix://") :] if url.startswith("unix://") else url
+    return f"start the podman API service on the node (systemctl start podman.socket; {path})"
+
+
+def connect(
+    node: str,
+    url: str,
+    *,
+    config: Config | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    tunnel_timeout: float | None = None,
+) -> Store:
+    """Open the image store of ``node`` at ``url`` (``unix://PATH`` or ``ssh://...``).
+
+    Raises NodeUnreachable (HostKeyRejected when ssh refuses the host key) when the podman
+    service does not answer a ping.
+    """
+    from podman import PodmanClient
+
+    from pcmkimg import tunnel as tunnel_mod
+
+    config = config or Config()
+    tunnel = None
+    local_url = url
+    if url.startswith("ssh://"):
+        ssh = config.ssh
+        try:
+            tunnel = tunnel_mod.open_tunnel(
+                url,
+                known_hosts=ssh.known_hosts,
+                identity_file=ssh.identity_file,
+                connect_timeout=ssh.connect_timeout,
+                timeout=tunnel_timeout or tunnel_mod.OPEN_TIMEOUT,
+            )
+        except tunnel_mod.TunnelFailed as err:
+            kind = HostKeyRejected if err.host_key else NodeUnreachable
+            raise kind(err.message, err.fix, node=node) from err
+        local_url = tunnel.local_url
+    elif not url.startswith("unix://"):
+        raise NodeUnreachable(
+            f"unsupported podman URL {url!r}",
+            "use unix:///run/podman/podman.sock or ssh://USER@HOST/run/podman/podman.sock",
+            node=node,
+        )
+    store = None
+    try:
+        client = PodmanClient(base_url=local_url, timeout=timeout)
+        store = Store(node, url, client, tunnel=tunnel, config=config)
+        with store._talking():
+            if not client.ping():
+                raise NodeUnreachable(
+                    f"the podman API service at {url} did not answer its ping",
+                    _unreachable_fix(url),
+                    node=node,
+                )
+    except BaseException:
+        if store is not None:
+            store.close()
+        elif tunnel is not None:
+            tunnel.close()
+        raise
+    return store
+
+
+# ---------------------------------------------------------------------------------------------
+# The local fallback of the OCF agent.
+
+
+def resolve_with_cli(
+    floating: str,
+    *,
+    node: str = "local",
+    podman_command: Sequence[str] = ("podman",),
+    timeout: float = 30.0,
+) -> Resolution:
+    """Resolve ``floating`` with ``podman image inspect`` (no API service needed)."""
+    argv = [*podman_command, "image", "inspect", "--format", "json", "--", floating]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise PodmanCommandFailed(
+            f"cannot run {argv[0]}: {err}",
+            "install podman, or check that its storage is not locked",
+            node=node,
+            ref=floating,
+        ) from err
+    if proc.returncode != 0:
+        said = " ".join(proc.stderr.split())
+        if "image not known" in said or "no such image" in said.lower():
+            return Unresolved(node, floating)
+        raise PodmanCommandFailed(
+            f"'podman image inspect' exited {proc.returncode}: {said[-500:]}",
+            "run the same podman command on the node to see the cause",
+            node=node,
+            ref=floating,
+        )
+    try:
+        data = json.loads(proc.stdout)
+        return Resolved(node, floating, image_info(data[0]))
+    except (ValueError, LookupError, TypeError, AttributeError) as err:
+        raise PodmanCommandFailed(
+            f"cannot read the output of 'podman image inspect': {err}",
+            "check the podman version on the node",
+            node=node,
+            ref=floating,
+        ) from err
+
+
+def resolve_local(
+    floating: str,
+    url: str = LOCAL_URL,
+    *,
+    node: str = "local",
+    podman_command: Sequence[str] = ("podman",),
+    timeout: float = 10.0,
+) -> Resolution:
+    """Resolve on the local node: through the API socket at ``url``, else the podman command."""
+    try:
+        with connect(node, url, timeout=timeout) as store:
+            return store.resolve(floating)
+    except NodeUnreachable:
+        pass
+    return resolve_with_cli(floating, node=node, podman_command=podman_command, timeout=timeout)
+
+
+__all__ = [
+    "AuthError",
+    "Container",
+    "DigestMismatch",
+    "HostKeyRejected",
+    "ImageAbsent",
+    "ImageError",
+    "ImageInfo",
+    "ImageNotFound",
+    "InvalidName",
+    "NodeUnreachable",
+    "PodmanCommandFailed",
+    "Pruned",
+    "PullFailed",
+    "PullProgress",
+    "Pulled",
+    "RegistryUnreachable",
+    "Resolution",
+    "Resolved",
+    "Retagged",
+    "Store",
+    "StoreError",
+    "TLSError",
+    "Unresolved",
+    "backoff_delays",
+    "classify_pull_error",
+    "connect",
+    "image_info",
+    "parse_created",
+    "resolve_local",
+    "resolve_with_cli",
+]

@@ -1,0 +1,147 @@
+"""Pure logic of pcmkimg.images and pcmkimg.tunnel: error classes, backoff, times, ssh argv."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from pcmkimg import images
+from pcmkimg.tunnel import SshTarget, TunnelFailed, parse_url, ssh_argv
+
+# Messages as podman 4.3 sends them in the pull stream's "error" key.
+PULL_ERRORS = [
+    (
+        "initializing source docker://127.0.0.1:1/ns1/svc:1.0: pinging container registry "
+        '127.0.0.1:1: Get "http://127.0.0.1:1/v2/": dial tcp 127.0.0.1:1: connect: '
+        "connection refused",
+        images.RegistryUnreachable,
+    ),
+    (
+        "initializing source docker://r:5000/ns/svc:1: pinging container registry r:5000: "
+        'Get "https://r:5000/v2/": http: server gave HTTP response to HTTPS client',
+        images.TLSError,
+    ),
+    (
+        'pinging container registry r.example.com: Get "https://r.example.com/v2/": x509: '
+        "certificate signed by unknown authority",
+        images.TLSError,
+    ),
+    (
+        "initializing source docker://r:5000/ns1/svc:nope: reading manifest nope in "
+        "r:5000/ns1/svc: manifest unknown: manifest unknown",
+        images.ImageNotFound,
+    ),
+    ("reading manifest 1 in r/x: name unknown: repository name not known", images.ImageNotFound),
+    (
+        "initializing source docker://r/x:1: reading manifest 1 in r/x: unauthorized: "
+        "authentication required",
+        images.AuthError,
+    ),
+    ("requested access to the resource is denied", images.AuthError),
+    (
+        "reading manifest 1 in r/x: received unexpected HTTP status: 503 Service Unavailable",
+        images.RegistryUnreachable,
+    ),
+    ('Get "https://r/v2/": net/http: TLS handshake timeout', images.RegistryUnreachable),
+    ("dial tcp: lookup r.example.com: no such host", images.RegistryUnreachable),
+    ("repository name must be lowercase", images.InvalidName),
+    ("something nobody has seen before", images.PullFailed),
+]
+
+
+@pytest.mark.parametrize(("message", "kind"), PULL_ERRORS)
+def test_pull_errors_are_classified(message: str, kind: type) -> None:
+    assert images.classify_pull_error(message) is kind
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    assert images.backoff_delays(0) == []
+    assert images.backoff_delays(3) == [1.0, 2.0, 4.0]
+    assert images.backoff_delays(4, base=0.5, cap=1.5) == [0.5, 1.0, 1.5, 1.5]
+    assert images.backoff_delays(-1) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1970-01-01T00:00:00Z", datetime(1970, 1, 1, tzinfo=timezone.utc)),
+        (
+            "2024-05-01T10:00:00.123456789+02:00",
+            datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2))),
+        ),
+        (
+            "2024-05-01 10:00:00.5 +0000 UTC",
+            datetime(2024, 5, 1, 10, 0, 0, 500000, tzinfo=timezone.utc),
+        ),
+        (0, datetime(1970, 1, 1, tzinfo=timezone.utc)),
+        ("yesterday", None),
+        (None, None),
+    ],
+)
+def test_creation_times_from_podman(value: object, expected: datetime | None) -> None:
+    assert images.parse_created(value) == expected
+
+
+def test_image_info_from_inspect_data() -> None:
+    info = images.image_info(
+        {
+            "Id": "sha256:" + "a" * 64,
+            "Digest": "sha256:" + "b" * 64,
+            "RepoDigests": ["r:1/ns/svc@sha256:" + "b" * 64],
+            "RepoTags": ["r:1/ns/svc:1.0", "cluster.common.tag/svc:pcmklatest"],
+            "NamesHistory": ["r:1/ns/svc:1.0"],
+            "Created": "1970-01-01T00:00:00Z",
+        }
+    )
+    assert info.id == "a" * 64
+    assert images.has_digest(info, "r:1/ns/svc", "sha256:" + "b" * 64)
+    assert not images.has_digest(info, "r:1/other/svc", "sha256:" + "b" * 64)
+    resolved = images.Resolved("n", "cluster.common.tag/svc:pcmklatest", info)
+    assert resolved.other_names == ("r:1/ns/svc:1.0",)
+    assert images.image_info({"Id": "c" * 64, "RepoTags": None}).names == ()
+
+
+def test_errors_name_node_reference_and_fix() -> None:
+    err = images.ImageNotFound("pull failed: x", "check the tag", node="c-1", ref="r/ns/svc:9")
+    assert err.one_line() == "node c-1 (r/ns/svc:9): pull failed: x; fix: check the tag"
+    assert isinstance(images.HostKeyRejected("k", node="n"), images.NodeUnreachable)
+
+
+def test_importing_images_does_not_import_podman() -> None:
+    code = "import sys, pcmkimg.images; print('podman' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_ssh_urls() -> None:
+    assert parse_url("ssh://root@h.example:2222/run/podman/podman.sock") == SshTarget(
+        "h.example", "/run/podman/podman.sock", "root", 2222
+    )
+    assert parse_url("ssh://h/run/p.sock") == SshTarget("h", "/run/p.sock")
+    for bad in ("ssh://h", "unix:///x", "ssh://-oProxyCommand=x/y", "ssh://h:99999/x"):
+        with pytest.raises(TunnelFailed):
+            parse_url(bad)
+
+
+def test_ssh_argv_checks_host_keys_and_uses_given_files() -> None:
+    target = SshTarget("h.example", "/run/podman/podman.sock", "root", 2222)
+    argv = ssh_argv(
+        target, "/tmp/x/l.sock", known_hosts="/k", identity_file="/id", connect_timeout=7
+    )
+    assert argv[:4] == ["ssh", "-N", "-L", "/tmp/x/l.sock:/run/podman/podman.sock"]
+    options = {argv[i + 1] for i, a in enumerate(argv) if a == "-o"}
+    assert {
+        "BatchMode=yes",
+        "StrictHostKeyChecking=yes",
+        "ConnectTimeout=7",
+        "ExitOnForwardFailure=yes",
+        "UserKnownHostsFile=/k",
+        "IdentityFile=/id",
+        "IdentitiesOnly=yes",
+    } <= options
+    assert argv[-4:] == ["-p", "2222", "--", "root@h.example"]
+    plain = ssh_argv(SshTarget("h", "/s"), "/l")
+    assert not any("KnownHosts" in a or "Identity" in a for a in plain)
