@@ -92,8 +92,8 @@ def test_tunnel_reaches_a_podman_node_and_is_torn_down(sshd, podman_sandbox) -> 
         assert store.url == url
         found = store.resolve("cluster.common.tag/tunnel:pcmklatest")
         assert isinstance(found, images.Unresolved) and found.node == node.name
-        direct = {i.id for i in images.connect(node.name, node.url).images()}
-        assert {i.id for i in store.images()} == direct
+        with images.connect(node.name, node.url) as direct:
+            assert store.images() == direct.images()
     assert tunnel.process.poll() is not None
     assert not Path(tunnel.local_socket).exists()
 
