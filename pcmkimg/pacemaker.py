@@ -575,8 +575,8 @@ def restart_replica(
     seconds = max(1, int(timeout))
     started = time.monotonic()
     finished = False
-    try:
-        with sigterm_raises():
+    with sigterm_raises():  # around the finally too: no gap where SIGTERM kills us outright
+        try:
             runner.run(
                 ["crm_resource", "--restart", "--resource", bundle_id, "--node", node]
                 + [f"--timeout={seconds}s"],
@@ -584,17 +584,17 @@ def restart_replica(
             )
             wait(runner, timeout)
             finished = True
-    finally:
-        with signals_held():
-            try:
-                remove_ban(runner, bundle_id, node)
-            except PacemakerError as exc:
-                if finished:
-                    raise BanNotRemovedError(
-                        f"{ban_id(bundle_id, node)} could not be removed: {exc.message}",
-                        f"`crm_resource --clear --resource {bundle_id} --node {node}`",
-                    ) from exc
-                log.error("could not remove %s: %s", ban_id(bundle_id, node), exc.one_line())
+        finally:
+            with signals_held():
+                try:
+                    remove_ban(runner, bundle_id, node)
+                except PacemakerError as exc:
+                    if finished:
+                        raise BanNotRemovedError(
+                            f"{ban_id(bundle_id, node)} could not be removed: {exc.message}",
+                            f"`crm_resource --clear --resource {bundle_id} --node {node}`",
+                        ) from exc
+                    log.error("could not remove %s: %s", ban_id(bundle_id, node), exc.one_line())
     after = status_xml(runner)
     failures = _new_failures(before, after, bundle, replica, node)
     now = cib.cluster_status(after).replica_on(bundle_id, node)
