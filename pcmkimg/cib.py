@@ -1166,3 +1166,27 @@ def guard_pcs_commands(cib: Element, bundle_id: str, floating_name: str) -> list
             f"id={ids['colocation']}",
         ],
     ]
+
+
+def banned_nodes(cib: Element, resource_id: str) -> set[str]:
+    """Nodes that ``resource_id`` can never run on: a -INFINITY node location constraint that
+    is not a ``cli-`` leftover (those are reported on their own, see :func:`cli_constraints`)."""
+    found = set()
+    for el in _constraints(cib, "rsc_location"):
+        if el.get("rsc") != resource_id or el.get("id", "").startswith("cli-"):
+            continue
+        if el.get("node") and el.get("score", "").lstrip("-+").upper() == "INFINITY":
+            if el.get("score", "").startswith("-"):
+                found.add(el.get("node", ""))
+    return found
+
+
+def clone_instances(mon: Element, clone_id: str) -> dict[str, str]:
+    """Node -> role of each active instance of a clone, from ``crm_mon --output-as=xml``."""
+    found: dict[str, str] = {}
+    clones = (c for c in mon.iterfind("resources/clone") if c.get("id") == clone_id)
+    for res in (r for c in clones for r in c.iterfind("resource")):
+        for node in res.iterfind("node"):
+            if res.get("active") == "true":
+                found[node.get("name", "")] = _role(res.get("role"))
+    return found

@@ -35,6 +35,7 @@ BINDS = {
     "log-corosync": "/var/log/corosync",
     "var-lib-containers": "/var/lib/containers",
     "etc-containers": "/etc/containers",
+    "var-lib-pcmkimg": "/var/lib/pcmkimg",
 }
 SAFE_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
 
@@ -86,6 +87,18 @@ class Cluster:
 
     def podman(self, node: str, *args: str, check: bool = True):  # type: ignore[no-untyped-def]
         return self.run(node, ["podman", *args], check=check)
+
+    @property
+    def conf(self) -> Path:
+        """The pcmkimg.conf of the sandbox: every node's podman socket, the test registry."""
+        return self.state.dir / "pcmkimg.conf"
+
+    def pcmkimg(self, node: str, *args: str, check: bool = True, timeout: float = 600):  # type: ignore[no-untyped-def]
+        """Run ``pcmkimg ARGS`` on a node, as an operator logged in there would."""
+        env = {"PCMKIMG_CONF": str(self.conf), "PYTHONPATH": str(REPO)}
+        return self.run(
+            node, [sys.executable, "-m", "pcmkimg", *args], env=env, check=check, timeout=timeout
+        )
 
     def crm_mon(self, node: str = "controller-0") -> etree._Element:
         out = self.run(node, ["crm_mon", "-1", "--output-as=xml"], timeout=60)
@@ -156,6 +169,7 @@ def prepare_node_dir(node_dir: Path, name: str, conf: str, cib: Path, state: Sta
     shutil.copy(cib, target)
     target.chmod(0o600)
     hacluster(target, "hacluster", "haclient")
+    (node_dir / "var-lib-pcmkimg").chmod(0o700)
     logs = node_dir / "log-pacemaker"
     (logs / "bundles").mkdir(exist_ok=True)
     for d in (logs, logs / "bundles"):
@@ -280,6 +294,7 @@ def start(state: State, registry_port: int, timeout: float = 60) -> Cluster:
         holder = start_holder(state, proto.netns, proto.name, proto.dir)
         nodes.append(Node(proto.name, proto.index, proto.dir, proto.netns, holder))
     cluster = Cluster(state, tuple(nodes), registry_port)
+    write_conf(cluster)
     state.info["cluster"] = [
         {"name": n.name, "dir": str(n.dir), "netns": n.netns, "holder": n.holder} for n in nodes
     ]
@@ -317,6 +332,13 @@ def start(state: State, registry_port: int, timeout: float = 60) -> Cluster:
         wait_for(lambda n=node: unix_open(n.socket), f"podman socket of {node.name}", timeout=30)
     wait_for(lambda: cluster_ready(cluster, count), "a DC and 3 online nodes", timeout=timeout)
     return cluster
+
+
+def write_conf(cluster: Cluster) -> None:
+    lines = ["[nodes]"]
+    lines += [f"{n.name} = {n.url}" for n in cluster.nodes]
+    lines += ["[registries]", f"127.0.0.1:{cluster.registry_port} = tls_verify=false"]
+    cluster.conf.write_text("\n".join(lines) + "\n")
 
 
 def cluster_ready(cluster: Cluster, count: int) -> bool:

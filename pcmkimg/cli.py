@@ -1,0 +1,444 @@
+"""The ``pcmkimg`` command line (click).
+
+Errors are mapped to exit codes here and nowhere else (see ``EXIT_CODES`` and the README).
+Every command prints one line ``pcmkimg: error: ...; fix: ...`` on failure, and with
+``--json`` also a JSON document ``{"error": ..., "exit_code": ...}`` on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import click
+
+from pcmkimg import __version__, cib, config, execute, journal, naming, pacemaker, plan
+from pcmkimg.errors import PcmkimgError, UsageError
+
+# --------------------------------------------------------------------------- exit codes
+
+OK = 0
+INTERNAL = 1
+BAD_INPUT = 2
+PROBLEMS = 3
+LEASE_HELD = 4
+UNREACHABLE = 5
+UPDATE_FAILED = 6
+ROLLBACK_FAILED = 7
+INTERRUPTED = 130
+TERMINATED = 143
+
+
+def exit_code(exc: BaseException) -> int:
+    """The one place where failure kinds become exit codes."""
+    from pcmkimg import images, lease, reference
+
+    table: list[tuple[tuple[type[BaseException], ...], int]] = [
+        ((execute.RollbackFailed,), ROLLBACK_FAILED),
+        ((execute.UpdateFailed, pacemaker.RestartFailedError), UPDATE_FAILED),
+        ((lease.LeaseHeldError,), LEASE_HELD),
+        (
+            (
+                execute.PullsFailed,
+                execute.NodesUnreachable,
+                images.ImageError,
+                pacemaker.ClusterUnreachableError,
+                pacemaker.ToolMissingError,
+                pacemaker.PacemakerTimeoutError,
+            ),
+            UNREACHABLE,
+        ),
+        (
+            (
+                execute.PreflightFailed,
+                plan.NodeNotReady,
+                pacemaker.NoQuorumError,
+                pacemaker.RestartRefusedError,
+                pacemaker.OfflineError,
+                CheckFailed,
+            ),
+            PROBLEMS,
+        ),
+        (
+            (
+                UsageError,
+                reference.InvalidReference,
+                naming.InvalidScheme,
+                naming.NotFloatingName,
+                config.ConfigError,
+                config.NodeNotConfigured,
+                cib.BundleNotFoundError,
+                cib.GuardConflictError,
+                click.UsageError,
+            ),
+            BAD_INPUT,
+        ),
+    ]
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED
+    if isinstance(exc, pacemaker.Terminated):
+        return TERMINATED
+    for kinds, code in table:
+        if isinstance(exc, kinds):
+            return code
+    return INTERNAL
+
+
+class CheckFailed(PcmkimgError):
+    """``pcmkimg check`` found problems."""
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class Env:
+    json: bool
+    conf: config.Config
+    runner: pacemaker.Runner
+    journal_dir: str
+
+    def out(self, doc: Any, lines: Sequence[str]) -> None:
+        if self.json:
+            click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        else:
+            for line in lines:
+                click.echo(line)
+
+    def say(self, text: str) -> None:
+        """Progress for a person: stderr, so that --json stdout stays one document."""
+        click.echo(text, err=True)
+
+
+def _env() -> Env:
+    return click.get_current_context().find_object(Env)  # type: ignore[return-value]
+
+
+@contextmanager
+def _stores(env: Env) -> Iterator[execute.Stores]:
+    try:
+        local = pacemaker.local_node(env.runner)
+    except pacemaker.PacemakerError:
+        local = None
+    with execute.open_stores(env.conf, local) as stores:
+        yield stores
+
+
+def _fail(env: Env | None, exc: BaseException) -> NoReturn:
+    code = exit_code(exc)
+    if isinstance(exc, PcmkimgError):
+        text = exc.one_line()
+    elif isinstance(exc, KeyboardInterrupt):
+        text = "interrupted; bans and the update lease were cleaned up"
+    elif isinstance(exc, pacemaker.Terminated):
+        text = "terminated; bans and the update lease were cleaned up"
+    elif isinstance(exc, click.ClickException):
+        text = exc.format_message()
+    else:
+        text = f"internal error: {type(exc).__name__}: {exc} (please report this)"
+    click.echo(f"pcmkimg: error: {' '.join(text.split())}", err=True)
+    if env is not None and env.json:
+        doc = {"error": " ".join(text.split()), "exit_code": code}
+        extra = getattr(exc, "report", None)
+        if extra is not None:
+            doc["report"] = extra
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    sys.exit(code)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pcmkimg")
+@click.option("--json", "as_json", is_flag=True, help="Machine output (a JSON document).")
+@click.option(
+    "--conf",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Configuration file (default $PCMKIMG_CONF or /etc/pcmkimg/pcmkimg.conf).",
+)
+@click.option(
+    "--journal-dir",
+    default=str(journal.DEFAULT_DIR),
+    show_default=True,
+    help="Where the update journal lives (root-owned).",
+)
+@click.pass_context
+def cli(ctx: click.Context, as_json: bool, conf: str | None, journal_dir: str) -> None:
+    """Per-node floating image names for Pacemaker bundles."""
+    ctx.obj = Env(as_json, config.load(conf), pacemaker.Runner(), journal_dir)
+
+
+@cli.command()
+@click.argument("services", nargs=-1)
+def status(services: tuple[str, ...]) -> None:
+    """What runs behind each floating name on each node (drift, role, guard, failures)."""
+    from pcmkimg import status as st
+
+    env = _env()
+    cluster = execute.read_cluster(env.runner)
+    found = st.floating_bundles(cluster, env.conf.scheme, services)
+    with _stores(env) as stores:
+        doc = st.rows(st.gather(cluster, stores, found))
+    env.out(doc, st.table(doc))
+
+
+@cli.command()
+def check() -> None:
+    """Preflight: list every problem that would make an update unsafe; exit 3 if any."""
+    from pcmkimg import status as st
+
+    env = _env()
+    cluster = execute.read_cluster(env.runner)
+    found = st.floating_bundles(cluster, env.conf.scheme)
+    with _stores(env) as stores:
+        problems = st.problems(st.gather(cluster, stores, found))
+    doc = {"ok": not problems, "problems": [p.__dict__ for p in problems]}
+    lines = [f"problem: {p.message}" for p in problems] or ["ok: no problems found"]
+    env.out(doc, lines)
+    if problems:
+        raise CheckFailed(f"{len(problems)} problem(s) found", "see the list above")
+
+
+def _plan(
+    env: Env,
+    service: str,
+    image: str,
+    nodes: Sequence[str],
+    every: bool,
+    digest: str | None,
+    restart: bool,
+) -> tuple[plan.Plan, execute.Cluster]:
+    from pcmkimg import reference
+
+    if bool(nodes) == every:
+        raise UsageError("give either --node (one or more) or --all", "e.g. --node controller-1")
+    target = reference.parse(image)
+    if digest is not None:
+        reference.parse(f"x@{digest}")
+    cluster = execute.read_cluster(env.runner)
+    bundle = execute.find_bundle(cluster, service, env.conf.scheme)
+    facts = execute.node_facts(cluster, bundle.id)
+    the_plan = plan.plan_update(
+        bundle, target, facts, None if every else list(nodes), digest=digest, restart=restart
+    )
+    return the_plan, cluster
+
+
+@cli.command()
+@click.argument("service")
+@click.option("--image", "image", required=True, help="The real image REF to run.")
+@click.option("--node", "nodes", multiple=True, help="A node to update (repeatable).")
+@click.option("--all", "every", is_flag=True, help="Every node that can run the bundle.")
+@click.option("--digest", default=None, help="Refuse an image with another digest (sha256:...).")
+@click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
+@click.option(
+    "--timeout",
+    default=300,
+    show_default=True,
+    type=click.IntRange(10, 3600),
+    help="Seconds to wait for each restart.",
+)
+@click.option("--no-restart", is_flag=True, help="Pull and retag only; restart nothing.")
+def update(
+    service: str,
+    image: str,
+    nodes: tuple[str, ...],
+    every: bool,
+    digest: str | None,
+    dry_run: bool,
+    timeout: int,
+    no_restart: bool,
+) -> None:
+    """Per-node minor update of SERVICE to --image, one node at a time."""
+    from pcmkimg import reference
+
+    env = _env()
+    the_plan, _ = _plan(env, service, image, nodes, every, digest, not no_restart)
+    doc_plan = {"plan": the_plan.lines(), "targets": list(the_plan.targets)}
+    if dry_run:
+        env.out({**doc_plan, "dry_run": True}, the_plan.lines())
+        return
+    for line in the_plan.lines():
+        env.say(line)
+    target = reference.parse(image)
+    report = execute.UpdateReport(the_plan.bundle.id, the_plan.bundle.service, str(target))
+    jrnl = journal.open_journal(_journal_path(env))
+    with _stores(env) as stores:
+        updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout)
+        try:
+            updater.run(the_plan, target, digest, not no_restart, report)
+        except BaseException as exc:
+            exc.report = report.as_dict()  # type: ignore[attr-defined]
+            jrnl.record("aborted", service=the_plan.bundle.service, error=str(exc))
+            raise
+    env.say(report.summary())
+    env.out(
+        {**doc_plan, "report": report.as_dict(), "summary": report.summary()}, [report.summary()]
+    )
+
+
+def _journal_path(env: Env):  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    return Path(env.journal_dir)
+
+
+@cli.command()
+@click.argument("service")
+@click.option("--node", required=True, help="The node to roll back.")
+@click.option("--timeout", default=300, show_default=True, type=click.IntRange(10, 3600))
+def rollback(service: str, node: str, timeout: int) -> None:
+    """Move the floating name back to the rollback image on NODE and restart that replica."""
+    from pcmkimg import lease
+
+    env = _env()
+    cluster = execute.read_cluster(env.runner)
+    bundle = execute.find_bundle(cluster, service, env.conf.scheme)
+    plan.plan_update(
+        bundle,
+        naming.floating_name(bundle.service, env.conf.scheme),
+        execute.node_facts(cluster, bundle.id),
+        [node],
+    )
+    back = naming.rollback_name(bundle.service, env.conf.scheme)
+    jrnl = journal.open_journal(_journal_path(env))
+    with _stores(env) as stores, lease.held(env.runner):
+        store = stores.get(node)
+        target = store.resolve(back)
+        from pcmkimg import images
+
+        if not isinstance(target, images.Resolved):
+            raise execute.PreflightFailed(
+                f"{back} does not exist on {node}: there is nothing to roll back to",
+                f"use pcmkimg update --node {node} {bundle.service} --image REF",
+            )
+        updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout)
+        res = execute.NodeResult(node)
+        jrnl.record("rollback", service=bundle.service, node=node, to=target.id)
+        updater.update_node(bundle, res, back, target.id, True)
+    env.out(res.as_dict(), [f"{node}: {bundle.floating} -> {target.id[:12]} ({res.result})"])
+
+
+@cli.command()
+@click.argument("service", required=False)
+@click.option("--limit", default=50, show_default=True, help="Show the last N entries.")
+def history(service: str | None, limit: int) -> None:
+    """The update journal, oldest first."""
+    env = _env()
+    entries = list(journal.history(_journal_path(env), service))[-limit:]
+    lines = []
+    for e in entries:
+        rest = {k: v for k, v in e.items() if k not in ("time", "run", "event")}
+        detail = " ".join(f"{k}={v}" for k, v in sorted(rest.items()))
+        lines.append(f"{e.get('time')} {e.get('run')} {e.get('event')} {detail}")
+    env.out(entries, lines or ["the journal is empty"])
+
+
+@cli.group()
+def guard() -> None:
+    """Wire the floating-image guard agent to a bundle (add, remove, show)."""
+
+
+def _floating_of(env: Env, config_el: cib.Element, bundle_id: str, image: str | None) -> str:
+    bundle = cib.bundle(config_el, bundle_id)
+    name = image or bundle.image
+    if naming.classify(name, env.conf.scheme) is None:
+        raise UsageError(
+            f"bundle {bundle_id} runs {name}, which is not a floating name",
+            f"move it to one first (pcmkimg migrate), or give --image "
+            f"{naming.floating_name(naming.service_of(name), env.conf.scheme)}",
+        )
+    return name
+
+
+@guard.command("add")
+@click.argument("bundle")
+@click.option("--image", default=None, help="The floating name (default: the bundle's image).")
+@click.option("--dry-run", is_flag=True, help="Print the equivalent pcs commands and stop.")
+def guard_add(bundle: str, image: str | None, dry_run: bool) -> None:
+    """Clone of the agent, order and colocation constraints, interleave=true: one CIB change."""
+    import shlex
+
+    env = _env()
+    current = pacemaker.query_cib(env.runner)
+    floating = _floating_of(env, current, bundle, image)
+    if dry_run:
+        cmds = cib.guard_pcs_commands(current, bundle, floating)
+        env.out({"pcs": cmds}, [shlex.join(c) for c in cmds])
+        return
+    change = pacemaker.update_cib(env.runner, lambda c: cib.add_guard(c, bundle, floating))
+    env.out(
+        {"changed": not change.empty, "description": change.description},
+        [change.description if not change.empty else f"{bundle}: guard already wired"],
+    )
+
+
+@guard.command("remove")
+@click.argument("bundle")
+def guard_remove(bundle: str) -> None:
+    """Undo exactly what `guard add` did."""
+    env = _env()
+    change = pacemaker.update_cib(env.runner, lambda c: cib.remove_guard(c, bundle))
+    env.out(
+        {"changed": not change.empty, "description": change.description},
+        [change.description if not change.empty else f"{bundle}: no guard"],
+    )
+
+
+@guard.command("show")
+@click.argument("bundle")
+def guard_show(bundle: str) -> None:
+    """Print what is wired."""
+    env = _env()
+    b = cib.bundle(pacemaker.query_cib(env.runner), bundle)
+    g = b.guard
+    doc: dict[str, Any] = {"bundle": b.id, "interleave": b.interleave, "wired": b.guard_wired}
+    if g is None:
+        env.out({**doc, "guard": None}, [f"{b.id}: no guard (pcmkimg guard add {b.id})"])
+        return
+    doc["guard"] = dict(g.__dict__)
+    lines = [
+        f"{b.id}: guard {'wired' if b.guard_wired else 'PARTLY wired'}",
+        f"  clone {g.clone_id} (interleave={str(g.clone_interleave).lower()}) of "
+        f"{g.primitive_id} image={g.image}",
+        f"  order {g.order_id or 'MISSING'}; colocation {g.colocation_id or 'MISSING'}; "
+        f"bundle interleave={str(b.interleave).lower()}",
+    ]
+    env.out(doc, lines)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Run the CLI; every failure becomes one line on stderr and its exit code."""
+    ctx: click.Context | None = None
+
+    def env() -> Env | None:
+        return ctx.obj if ctx is not None and isinstance(ctx.obj, Env) else None
+
+    try:
+        with pacemaker.sigterm_raises():
+            ctx = cli.make_context("pcmkimg", list(sys.argv[1:] if argv is None else argv))
+            with ctx:
+                cli.invoke(ctx)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _fail(env(), KeyboardInterrupt())
+    except click.UsageError as exc:
+        exc.show()
+        sys.exit(BAD_INPUT)
+    except click.ClickException as exc:
+        _fail(env(), exc)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        _fail(env(), exc)
+    sys.exit(OK)

@@ -1,0 +1,429 @@
+"""The imperative shell of ``pcmkimg``: gathers facts, runs plans, rolls back.
+
+Everything here goes through the two adapters: ``pacemaker`` (a Runner) for the cluster and
+``images`` (a Store per node) for the node image stores. The decisions are made by the pure
+core (``plan.py``, ``cib.py``); this module runs them, journals each step and cleans up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from pcmkimg import cib, images, lease, naming, pacemaker, plan
+from pcmkimg.config import Config
+from pcmkimg.errors import PcmkimgError
+from pcmkimg.journal import Journal
+from pcmkimg.reference import Reference
+
+Say = Callable[[str], None]
+
+
+class PreflightFailed(PcmkimgError):
+    """The cluster is not in a state where an update may start."""
+
+
+class PullsFailed(PcmkimgError):
+    """A pull failed on at least one node; nothing was retagged or restarted."""
+
+
+class UpdateFailed(PcmkimgError):
+    """The update failed on a node, and that node was rolled back."""
+
+
+class RollbackFailed(PcmkimgError):
+    """The update failed on a node and rolling that node back failed too."""
+
+
+class NodesUnreachable(PcmkimgError):
+    """One or more nodes' image stores can't be reached."""
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+# --------------------------------------------------------------------------- stores
+
+
+@dataclass
+class Stores:
+    """The image stores of the cluster nodes, opened on first use and closed together."""
+
+    config: Config
+    local_node: str | None
+    opened: dict[str, images.Store] = field(default_factory=dict)
+
+    def get(self, node: str) -> images.Store:
+        if node not in self.opened:
+            url = self.config.url_for(node, local_node=self.local_node)
+            self.opened[node] = images.connect(node, url, config=self.config)
+        return self.opened[node]
+
+    def close(self) -> None:
+        for store in self.opened.values():
+            try:
+                store.close()
+            except Exception:  # closing is best effort; the process ends soon
+                pass
+        self.opened.clear()
+
+    def each(self, nodes: Sequence[str], work: Callable[[images.Store], object]) -> dict:
+        """Run ``work`` on each node's store in parallel: node -> result or the error raised."""
+
+        def one(node: str) -> object:
+            try:
+                return work(self.get(node))
+            except PcmkimgError as exc:
+                return exc
+
+        if not nodes:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
+            return dict(zip(nodes, pool.map(one, nodes)))
+
+
+@contextmanager
+def open_stores(config: Config, local_node: str | None) -> Iterator[Stores]:
+    stores = Stores(config, local_node)
+    try:
+        yield stores
+    finally:
+        stores.close()
+
+
+# --------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One consistent read of the CIB and crm_mon."""
+
+    config: cib.Element
+    mon: cib.Element
+    status: cib.ClusterStatus
+
+    @property
+    def members(self) -> list[str]:
+        return [n.name for n in self.status.nodes if n.kind == "member"]
+
+
+def read_cluster(runner: pacemaker.Runner) -> Cluster:
+    config = pacemaker.query_cib(runner)
+    mon = pacemaker.status_xml(runner)
+    return Cluster(config, mon, cib.cluster_status(mon))
+
+
+def find_bundle(cluster: Cluster, service: str, scheme: naming.Scheme) -> plan.BundleRef:
+    pairs = [(b.id, b.image) for b in cib.bundles(cluster.config)]
+    ref = plan.find_bundle(pairs, service, scheme)
+    containers = tuple(r.container_id for r in cluster.status.replicas_of(ref.id))
+    return plan.BundleRef(ref.id, ref.service, ref.floating, containers)
+
+
+def node_facts(cluster: Cluster, bundle_id: str) -> list[plan.NodeFacts]:
+    banned = cib.banned_nodes(cluster.config, bundle_id)
+    facts = []
+    for node in cluster.status.nodes:
+        if node.kind != "member":
+            continue
+        replica = cluster.status.replica_on(bundle_id, node.name)
+        why = (
+            "offline"
+            if not node.online
+            else "in standby"
+            if node.standby
+            else "in maintenance"
+            if node.maintenance
+            else ""
+        )
+        facts.append(
+            plan.NodeFacts(
+                name=node.name,
+                ready=not why,
+                can_run=node.name not in banned,
+                active=bool(replica and replica.active),
+                promoted=bool(replica and replica.role == "Promoted"),
+                why_not_ready=why,
+            )
+        )
+    return facts
+
+
+def preflight_problems(cluster: Cluster, bundle_id: str, targets: Sequence[str]) -> list[str]:
+    """Why an update of ``bundle_id`` on ``targets`` may not start now (empty: it may)."""
+    problems = []
+    if not cluster.status.have_quorum:
+        problems.append("the cluster has no quorum")
+    for ban in cib.cli_constraints(cluster.config):
+        problems.append(
+            f"leftover constraint {ban.id} ({ban.resource} on {ban.node}); clear it with "
+            f"`crm_resource --clear --resource {ban.resource} --node {ban.node}`"
+        )
+    bundle = cib.bundle(cluster.config, bundle_id)
+    if not bundle.is_managed:
+        problems.append(f"bundle {bundle_id} is unmanaged")
+    for replica in cluster.status.replicas_of(bundle_id):
+        if replica.failed or (replica.node and not replica.active):
+            problems.append(f"replica {replica.container_id} on {replica.node} is not healthy")
+    for failure in cluster.status.failures_of(
+        [bundle_id, *(r.container_id for r in cluster.status.replicas_of(bundle_id))]
+    ):
+        if not failure.degraded:
+            problems.append(
+                f"failed {failure.task} of {failure.resource} on {failure.node}: "
+                f"{failure.exit_reason or failure.exitstatus}; clean it up first with "
+                f"`pcs resource cleanup {failure.resource} --node {failure.node}`"
+            )
+    del targets
+    return problems
+
+
+# --------------------------------------------------------------------------- update
+
+
+@dataclass
+class NodeResult:
+    node: str
+    before: str | None = None  # image ID behind the floating name before
+    after: str | None = None
+    retagged: bool = False
+    restarted: bool = False
+    rolled_back: bool = False
+    down_seconds: float = 0.0
+    container_before: str | None = None
+    container_after: str | None = None
+    result: str = "pending"  # ok | unchanged | retag-only | failed | rolled-back
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class UpdateReport:
+    bundle: str
+    service: str
+    target: str
+    nodes: list[NodeResult] = field(default_factory=list)
+
+    @property
+    def restarted(self) -> int:
+        return sum(1 for n in self.nodes if n.restarted)
+
+    @property
+    def longest_down(self) -> float:
+        return max((n.down_seconds for n in self.nodes), default=0.0)
+
+    def summary(self) -> str:
+        done = [n.node for n in self.nodes if n.result in ("ok", "unchanged", "retag-only")]
+        return (
+            f"{len(done)} node(s) updated, {self.restarted} container(s) restarted, "
+            f"longest replica downtime {self.longest_down:.1f}s"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "bundle": self.bundle,
+            "service": self.service,
+            "target": self.target,
+            "nodes": [n.as_dict() for n in self.nodes],
+            "restarted": self.restarted,
+            "longest_down_seconds": round(self.longest_down, 3),
+        }
+
+
+@dataclass
+class Updater:
+    runner: pacemaker.Runner
+    stores: Stores
+    journal: Journal
+    say: Say = _quiet
+    timeout: float = 300
+
+    def record(self, event: str, **fields: object) -> None:
+        self.journal.record(event, **fields)
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def pull_all(self, nodes: Sequence[str], ref: Reference, digest: str | None) -> dict:
+        def progress(p: images.PullProgress) -> None:
+            if p.kind in ("cached", "retry", "done"):
+                self.say(f"  {p.node}: {p.kind}: {p.text}")
+
+        self.say(f"pulling {ref} on {', '.join(nodes)}")
+        results = self.stores.each(
+            nodes, lambda s: s.pull(ref, expected_digest=digest, progress=progress)
+        )
+        failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
+        for node, res in results.items():
+            ok = not isinstance(res, Exception)
+            self.record(
+                "pull", node=node, ref=str(ref), ok=ok, detail=res.resolved.id if ok else str(res)
+            )
+        if failed:
+            first = next(iter(failed.values()))
+            raise PullsFailed(
+                "pull failed, nothing was retagged or restarted: "
+                + "; ".join(
+                    f"{n}: {e.message if isinstance(e, PcmkimgError) else e}"
+                    for n, e in failed.items()
+                ),
+                first.fix if isinstance(first, PcmkimgError) else "",
+            )
+        return {n: r.resolved.id for n, r in results.items()}
+
+    def container_image(self, node: str, container: str | None) -> tuple[str | None, str | None]:
+        """(container ID, image ID) of the running container named ``container`` on ``node``."""
+        if not container:
+            return None, None
+        for c in self.stores.get(node).containers(running_only=True):
+            if c.name.lstrip("/") == container:
+                return c.id, c.image_id
+        return None, None
+
+    def update_node(
+        self,
+        bundle: plan.BundleRef,
+        res: NodeResult,
+        ref: Reference,
+        target_id: str,
+        restart: bool,
+    ) -> NodeResult:
+        node = res.node
+        store = self.stores.get(node)
+        now = store.resolve(bundle.floating)
+        res.before = now.id if isinstance(now, images.Resolved) else None
+        retag = store.retag(bundle.floating, ref)
+        res.retagged = retag.moved
+        res.after = retag.new_id
+        self.record(
+            "retag",
+            service=bundle.service,
+            node=node,
+            floating=bundle.floating,
+            before=res.before,
+            after=res.after,
+            moved=retag.moved,
+        )
+        if retag.moved:
+            self.say(f"{node}: {bundle.floating} now names {ref} ({target_id[:12]})")
+        status = pacemaker.status(self.runner)
+        replica = status.replica_on(bundle.id, node)
+        container = replica.container_id if replica and replica.active else None
+        res.container_before, running_image = self.container_image(node, container)
+        if container is None:
+            res.result = "retag-only"
+            self.say(f"{node}: no replica runs here; a later start uses the new image")
+            return res
+        if running_image == target_id:
+            res.result = "unchanged"
+            res.container_after = res.container_before
+            self.say(f"{node}: the replica already runs {target_id[:12]}: no restart")
+            return res
+        if not restart:
+            res.result = "retag-only"
+            self.say(f"{node}: --no-restart: the replica keeps running the old image")
+            return res
+        self.say(f"{node}: restarting {container} (waiting up to {self.timeout:.0f}s)")
+        started = time.monotonic()
+        self.record("restart", service=bundle.service, node=node, container=container)
+        try:
+            pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
+            res.restarted = True
+            res.container_after, running_image = self.container_image(node, container)
+            if running_image != target_id:
+                raise pacemaker.RestartFailedError(
+                    f"the replica on {node} runs image {str(running_image)[:12]}, "
+                    f"not {target_id[:12]}",
+                    "check the bundle's image in the CIB: it must be the floating name",
+                )
+        except pacemaker.RestartFailedError as exc:
+            res.restarted = True
+            res.down_seconds = time.monotonic() - started
+            self.record("failed", service=bundle.service, node=node, error=exc.one_line())
+            self.say(f"{node}: FAILED: {exc.message}")
+            self.rollback_node(bundle, node, res)
+            res.result = "rolled-back"
+            raise UpdateFailed(
+                f"update of {bundle.service} failed on {node} and was rolled back: {exc.message}",
+                exc.fix,
+            ) from exc
+        res.down_seconds = time.monotonic() - started
+        res.result = "ok"
+        self.record(
+            "updated",
+            service=bundle.service,
+            node=node,
+            image=target_id,
+            container=res.container_after,
+            seconds=round(res.down_seconds, 3),
+        )
+        self.say(f"{node}: healthy on {target_id[:12]} after {res.down_seconds:.1f}s")
+        return res
+
+    def rollback_node(self, bundle: plan.BundleRef, node: str, res: NodeResult) -> None:
+        """Put the previous image back behind the floating name and bring the replica back."""
+        store = self.stores.get(node)
+        found = naming.classify(bundle.floating, store.config.scheme)
+        back = naming.rollback_name(found.service if found else bundle.service, store.config.scheme)
+        self.say(f"{node}: rolling back to {back}")
+        try:
+            store.retag(bundle.floating, back)
+            pacemaker.cleanup(self.runner, bundle.id, node)
+            pacemaker.wait(self.runner, self.timeout)
+            status = pacemaker.status(self.runner)
+            replica = status.replica_on(bundle.id, node)
+            if replica is None or not replica.active:
+                pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
+        except PcmkimgError as exc:
+            self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
+            raise RollbackFailed(
+                f"update of {bundle.service} failed on {node}, and so did its rollback: "
+                f"{exc.message}",
+                f"on {node}: `podman tag {back} {bundle.floating}`, then "
+                f"`pcs resource cleanup {bundle.id} --node {node}`",
+            ) from exc
+        res.rolled_back = True
+        self.record("rolled-back", service=bundle.service, node=node)
+        self.say(f"{node}: rolled back; the replica runs the previous image again")
+
+    # -- the whole job --------------------------------------------------------------------
+
+    def run(
+        self,
+        the_plan: plan.Plan,
+        ref: Reference,
+        digest: str | None,
+        restart: bool,
+        report: UpdateReport,
+    ) -> UpdateReport:
+        """Run an update plan; ``report`` is filled in as the nodes go, also on failure."""
+        bundle = the_plan.bundle
+        self.record(
+            "start",
+            service=bundle.service,
+            bundle=bundle.id,
+            target=str(ref),
+            nodes=list(the_plan.targets),
+        )
+        with lease.held(self.runner) as held:
+            self.say(f"lease taken ({held.host}, pid {held.pid})")
+            cluster = read_cluster(self.runner)
+            problems = preflight_problems(cluster, bundle.id, the_plan.targets)
+            if problems:
+                raise PreflightFailed(
+                    "update refused: " + "; ".join(problems),
+                    "fix these, then run the update again (`pcmkimg check` lists them)",
+                )
+            pulled = self.pull_all(the_plan.targets, ref, digest)
+            current = held
+            for node in the_plan.targets:
+                current = lease.renew(self.runner, current)
+                res = NodeResult(node)
+                report.nodes.append(res)
+                self.update_node(bundle, res, ref, pulled[node], restart)
+        self.record("done", service=bundle.service, summary=report.summary())
+        return report

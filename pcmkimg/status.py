@@ -1,0 +1,309 @@
+"""``pcmkimg status`` and ``pcmkimg check``: what runs where, and what would stop an update.
+
+``gather`` does the I/O (one CIB read, one crm_mon, the node stores in parallel); ``rows``
+and ``problems`` are pure functions of what it gathered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pcmkimg import cib, images, lease, naming, plan
+from pcmkimg.errors import PcmkimgError
+from pcmkimg.execute import Cluster, Stores, node_facts
+from pcmkimg.reference import InvalidReference
+
+SCHEMA_ID = "pcmkimg-status/1"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What one node's store said: the floating name, the containers, or why it can't say."""
+
+    node: str
+    resolved: images.Resolved | None = None
+    containers: tuple[images.Container, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Service:
+    service: str
+    bundle: cib.Bundle
+    floating: str
+    nodes: list[plan.NodeFacts]
+
+
+@dataclass
+class Gathered:
+    cluster: Cluster
+    services: list[Service]
+    views: dict[tuple[str, str], NodeView] = field(default_factory=dict)  # (bundle, node)
+
+
+def floating_bundles(
+    cluster: Cluster, scheme: naming.Scheme, wanted: Sequence[str] = ()
+) -> list[Service]:
+    """Bundles behind a floating name (all, or those named by service or bundle id)."""
+    found = []
+    for bundle in cib.bundles(cluster.config):
+        try:
+            name = naming.classify(bundle.image, scheme) if bundle.image else None
+        except InvalidReference:
+            name = None
+        if name is None:
+            continue
+        if wanted and bundle.id not in wanted and name.service not in wanted:
+            continue
+        found.append(Service(name.service, bundle, bundle.image, node_facts(cluster, bundle.id)))
+    if wanted:
+        known = {s.service for s in found} | {s.bundle.id for s in found}
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            raise plan.UnknownService(
+                f"no bundle behind a floating name for: {', '.join(missing)}",
+                "run `pcmkimg status` without arguments to list them",
+            )
+    return found
+
+
+def gather(cluster: Cluster, stores: Stores, services: list[Service]) -> Gathered:
+    """Ask every node's store about every service, in parallel."""
+    out = Gathered(cluster, services)
+    nodes = sorted({f.name for s in services for f in s.nodes if f.ready})
+
+    def ask(store: images.Store) -> tuple[dict[str, images.Resolution], tuple]:
+        resolved = {s.floating: store.resolve(s.floating) for s in services}
+        return resolved, store.containers(running_only=True)
+
+    answers = stores.each(nodes, ask)
+    for service in services:
+        for fact in service.nodes:
+            answer = answers.get(fact.name)
+            key = (service.bundle.id, fact.name)
+            if answer is None:
+                out.views[key] = NodeView(fact.name, error=fact.why_not_ready or "not queried")
+            elif isinstance(answer, Exception):
+                msg = answer.one_line() if isinstance(answer, PcmkimgError) else str(answer)
+                out.views[key] = NodeView(fact.name, error=msg)
+            else:
+                resolved, containers = answer
+                found = resolved[service.floating]
+                out.views[key] = NodeView(
+                    fact.name,
+                    found if isinstance(found, images.Resolved) else None,
+                    tuple(containers),
+                )
+    return out
+
+
+def _image(resolved: images.Resolved | None) -> dict[str, object] | None:
+    if resolved is None:
+        return None
+    return {
+        "image_id": resolved.id,
+        "short_id": resolved.id[:12],
+        "names": sorted(n for n in resolved.other_names if not _floating_like(n)),
+        "digest": resolved.digest,
+        "created": resolved.created.isoformat() if resolved.created else None,
+    }
+
+
+def _floating_like(name: str) -> bool:
+    try:
+        return naming.classify(name) is not None
+    except InvalidReference:
+        return False
+
+
+def rows(g: Gathered) -> dict[str, object]:
+    """The documented ``status --json`` document (schema ``pcmkimg-status/1``)."""
+    services = []
+    for s in g.services:
+        guard = s.bundle.guard
+        guard_state = "none" if guard is None else "wired" if s.bundle.guard_wired else "partial"
+        guard_nodes = cib.clone_instances(g.cluster.mon, guard.clone_id) if guard else {}
+        containers = {r.node: r for r in g.cluster.status.replicas_of(s.bundle.id) if r.node}
+        node_rows = []
+        for fact in s.nodes:
+            view = g.views[(s.bundle.id, fact.name)]
+            replica = containers.get(fact.name)
+            running = None
+            if replica is not None:
+                for c in view.containers:
+                    if c.name.lstrip("/") == replica.container_id:
+                        running = {"name": replica.container_id, "id": c.id, "image_id": c.image_id}
+            ids = [replica.container_id] if replica else []
+            if guard:
+                ids.append(guard.primitive_id)
+            failures = [
+                {
+                    "operation": f.task,
+                    "resource": f.resource,
+                    "exitcode": f.exitcode,
+                    "exitstatus": f.exitstatus,
+                    "reason": f.exit_reason,
+                    "degraded": f.degraded,
+                }
+                for f in g.cluster.status.failures_of([s.bundle.id, *ids], fact.name)
+            ]
+            floating = _image(view.resolved)
+            drift = bool(running and floating and running["image_id"] != floating["image_id"])
+            node_rows.append(
+                {
+                    "node": fact.name,
+                    "reachable": view.error is None,
+                    "error": view.error,
+                    "can_run": fact.can_run,
+                    "floating": floating,
+                    "container": running,
+                    "drift": drift,
+                    "role": replica.role if replica and replica.active else "Stopped",
+                    "guard": guard_nodes.get(fact.name, "Stopped") if guard else "none",
+                    "failures": failures,
+                }
+            )
+        services.append(
+            {
+                "service": s.service,
+                "bundle": s.bundle.id,
+                "floating": s.floating,
+                "guard": guard_state,
+                "interleave": s.bundle.interleave,
+                "nodes": node_rows,
+            }
+        )
+    st = g.cluster.status
+    return {
+        "schema": SCHEMA_ID,
+        "cluster": {"quorum": st.have_quorum, "dc": st.dc},
+        "services": services,
+    }
+
+
+def table(doc: dict) -> list[str]:  # type: ignore[type-arg]
+    """The human form of :func:`rows`."""
+    lines = []
+    for s in doc["services"]:
+        lines.append(
+            f"{s['service']}  bundle {s['bundle']}  floating {s['floating']}  guard {s['guard']}"
+        )
+        head = ("NODE", "ROLE", "GUARD", "IMAGE BEHIND FLOATING NAME", "ID", "RUNNING", "")
+        body = []
+        for n in s["nodes"]:
+            f = n["floating"]
+            c = n["container"]
+            if not n["reachable"]:
+                real, short = f"unreachable: {n['error']}", "-"
+            elif f is None:
+                real, short = "MISSING (a restart here would fail)", "-"
+            else:
+                real = ", ".join(f["names"]) or "(no other name)"
+                if f["digest"]:
+                    real += f" {f['digest'][:19]}"
+                short = f["short_id"]
+            running = c["image_id"][:12] if c else "-"
+            notes = []
+            if n["drift"]:
+                notes.append("DRIFT: container runs another image")
+            for fail in n["failures"]:
+                kind = "degraded" if fail["degraded"] else "failed"
+                notes.append(
+                    f"{kind} {fail['operation']} of {fail['resource']}: "
+                    f"{fail['reason'] or fail['exitstatus']}"
+                )
+            body.append((n["node"], n["role"], n["guard"], real, short, running, "; ".join(notes)))
+        widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(6)]
+        for r in [head, *body]:
+            cells = [str(r[i]).ljust(widths[i]) for i in range(6)]
+            lines.append("  " + "  ".join(cells) + ("  " + r[6] if r[6] else ""))
+    if not doc["services"]:
+        lines.append("no bundle runs behind a floating name")
+    return lines
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    message: str
+
+
+def problems(g: Gathered) -> list[Problem]:
+    """Everything ``check`` reports; pure."""
+    found: list[Problem] = []
+    config = g.cluster.config
+    for s in g.services:
+        if s.bundle.guard is None:
+            found.append(
+                Problem(
+                    "no-guard",
+                    f"bundle {s.bundle.id} has no guard: a node "
+                    "without the floating name would try to pull it; fix: "
+                    f"pcmkimg guard add {s.bundle.id}",
+                )
+            )
+        elif not s.bundle.guard_wired:
+            found.append(
+                Problem(
+                    "guard-incomplete",
+                    f"the guard of {s.bundle.id} is only "
+                    f"partly wired; fix: pcmkimg guard add {s.bundle.id}",
+                )
+            )
+        if not s.bundle.interleave:
+            found.append(
+                Problem(
+                    "no-interleave",
+                    f"bundle {s.bundle.id} lacks interleave=true: "
+                    "a guard failure on one node would restart every replica; "
+                    f"fix: pcs resource bundle update {s.bundle.id} meta "
+                    "interleave=true",
+                )
+            )
+        for fact in s.nodes:
+            view = g.views[(s.bundle.id, fact.name)]
+            if not fact.can_run:
+                continue
+            if view.error is not None:
+                found.append(Problem("unreachable", f"{fact.name}: {view.error}"))
+            elif view.resolved is None:
+                found.append(
+                    Problem(
+                        "unresolved",
+                        f"{s.floating} does not resolve on "
+                        f"{fact.name}, where {s.bundle.id} may run; fix: pcmkimg "
+                        f"update --node {fact.name} {s.service} --image REF",
+                    )
+                )
+    stickiness = cib.rsc_defaults(config).get("resource-stickiness", "0")
+    if stickiness.strip() in ("0", "", "+0", "-0"):
+        found.append(
+            Problem(
+                "stickiness",
+                "resource-stickiness is 0: restarting one replica "
+                "can shuffle replicas between nodes; fix: pcs resource defaults "
+                "update resource-stickiness=INFINITY",
+            )
+        )
+    for ban in cib.cli_constraints(config):
+        found.append(
+            Problem(
+                "leftover-ban",
+                f"leftover constraint {ban.id}; fix: crm_resource "
+                f"--clear --resource {ban.resource} --node {ban.node}",
+            )
+        )
+    held = lease.read(config)
+    if held is not None:
+        found.append(
+            Problem(
+                "lease-held",
+                f"the update lease is held by pid {held.pid} on "
+                f"{held.host} until {held.expires_text}",
+            )
+        )
+    unique: dict[tuple[str, str], Problem] = {}
+    for p in found:
+        unique.setdefault((p.kind, p.message), p)
+    return list(unique.values())
