@@ -349,7 +349,9 @@ class Updater:
             res.result = "rolled-back"
             raise UpdateFailed(
                 f"update of {bundle.service} failed on {node} and was rolled back: {exc.message}",
-                exc.fix,
+                f"{ref} does not run here: fix the image or choose another, then run the "
+                f"update again; {node} runs the previous image, the nodes after it were "
+                "not touched",
             ) from exc
         res.down_seconds = time.monotonic() - started
         res.result = "ok"
