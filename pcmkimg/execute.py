@@ -310,6 +310,7 @@ class Updater:
         )
         if retag.moved:
             self.say(f"{node}: {bundle.floating} now names {ref} ({target_id[:12]})")
+            self.publish(bundle, node, store)
         status = pacemaker.status(self.runner)
         replica = status.replica_on(bundle.id, node)
         container = replica.container_id if replica and replica.active else None
@@ -366,6 +367,21 @@ class Updater:
         self.say(f"{node}: healthy on {target_id[:12]} after {res.down_seconds:.1f}s")
         return res
 
+    def publish(self, bundle: plan.BundleRef, node: str, store: images.Store) -> None:
+        """Show the new real image in the node attribute at once, as the guard's next
+        monitor would (same attribute, same value)."""
+        from pcmkimg.agent import describe
+
+        found = store.resolve(bundle.floating)
+        if not isinstance(found, images.Resolved):
+            return
+        try:
+            pacemaker.set_node_attribute(
+                self.runner, node, f"pcmkimg-{bundle.service}", describe(found)
+            )
+        except pacemaker.PacemakerError as exc:  # informative only; the guard refreshes it
+            self.say(f"{node}: could not update the node attribute: {exc.message}")
+
     def rollback_node(self, bundle: plan.BundleRef, node: str, res: NodeResult) -> None:
         """Put the previous image back behind the floating name and bring the replica back."""
         store = self.stores.get(node)
@@ -374,6 +390,7 @@ class Updater:
         self.say(f"{node}: rolling back to {back}")
         try:
             store.retag(bundle.floating, back)
+            self.publish(bundle, node, store)
             pacemaker.cleanup(self.runner, bundle.id, node)
             pacemaker.wait(self.runner, self.timeout)
             status = pacemaker.status(self.runner)

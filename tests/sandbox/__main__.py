@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(note)
             print(f"sandbox {name}: down")
         return 0
+    if args.cmd == "demo":
+        from .demo import run_demo
+
+        return run_demo(args.name)
     state = load(args.name)
     if state is None:
         print(f"sandbox {args.name}: not up", file=sys.stderr)
@@ -74,10 +78,6 @@ def main(argv: list[str] | None = None) -> int:
         node = cl.node(args.node)
         cmd = args.argv or ["/bin/sh"]
         return subprocess.call([*node.enter(), *cmd], env=cluster_mod.node_env())
-    if args.cmd == "demo":
-        from .demo import run_demo
-
-        return run_demo(args.name)
     return 2
 
 
