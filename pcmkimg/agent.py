@@ -33,6 +33,8 @@ from ocf import OCFRC, Action, Agent, Context, OCFError, Parameter
 
 DEFAULT_URL = "unix:///run/podman/podman.sock"
 STATE_DIR = "/run/pcmkimg"
+REASON_MAX = 128
+"""Pacemaker keeps only the first 128 characters of an exit reason."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ def _floating(ctx: Context):  # type: ignore[no-untyped-def]
     try:
         return reference.parse(ctx.param("image") or "")
     except reference.InvalidReference as exc:
-        raise OCFError(OCFRC.ERR_CONFIGURED, exc.one_line()) from None
+        ctx.log.error(f"parameter image: {exc.one_line()}")
+        raise OCFError(OCFRC.ERR_CONFIGURED, fit(f"image: {exc.reason}")) from None
 
 
 def _service(ctx: Context) -> str:
@@ -101,8 +104,16 @@ def _resolve(ctx: Context):  # type: ignore[no-untyped-def]
         found = images.resolve_local(str(_floating(ctx)), url, node=_node(ctx))
         return found if isinstance(found, images.Resolved) else None
     except images.ImageError as exc:
-        raise OCFError(OCFRC.ERR_GENERIC, f"cannot read the image store on {_node(ctx)}: "
-                       f"{exc.one_line()}") from None  # fmt: skip
+        ctx.log.error(f"cannot read the image store on {_node(ctx)}: {exc.one_line()}")
+        raise OCFError(OCFRC.ERR_GENERIC, fit(f"image store unreadable: {exc.message}")) from None
+
+
+def fit(*candidates: str) -> str:
+    """The first candidate that fits in an exit reason, else the last one cut to fit."""
+    for text in candidates:
+        if len(text) <= REASON_MAX:
+            return text
+    return candidates[-1][: REASON_MAX - 3] + "..."
 
 
 def describe(resolved) -> str:  # type: ignore[no-untyped-def]
@@ -158,7 +169,13 @@ def unresolved_reason(ctx: Context) -> str:
         f"{_floating(ctx)} is not in the image store of {_node(ctx)}: refusing to start, so "
         "that the bundle does not try to pull a name that no registry holds"
     )
-    return f"{_floating(ctx)} missing on {_node(ctx)}; fix: {fix_hint(ctx)}"
+    floating, node = _floating(ctx), _node(ctx)
+    return fit(
+        f"{floating} missing on {node}; fix: {fix_hint(ctx)}",
+        f"{floating} missing on {node}; fix: pcmkimg update --node {node}",
+        f"{floating} missing here; fix: pcmkimg update",
+        f"image missing on {node}; fix: pcmkimg update --node {node}",
+    )
 
 
 def start(ctx: Context) -> int:
@@ -190,14 +207,20 @@ def monitor(ctx: Context) -> int:
     try:
         resolved = _resolve(ctx)
     except OCFError as exc:
-        ctx.exit_reason(f"running, but the image store can't be read: {exc.reason}")
+        ctx.exit_reason(fit(f"running; {exc.reason}"))
         return OCFRC.DEGRADED
     if resolved is None:
         ctx.log.warning(
             f"{state.image} vanished from {_node(ctx)}: the running replica is fine, but a "
             "restart here would fail"
         )
-        ctx.exit_reason(f"{state.image} vanished; fix: {fix_hint(ctx)}")
+        ctx.exit_reason(
+            fit(
+                f"{state.image} vanished; fix: {fix_hint(ctx)}",
+                f"{state.image} vanished; fix: pcmkimg update --node {_node(ctx)}",
+                f"image vanished here; fix: pcmkimg update --node {_node(ctx)}",
+            )
+        )
         return OCFRC.DEGRADED
     if resolved.id != state.image_id or describe(resolved) != state.value:
         new = _publish(ctx, resolved)
@@ -209,8 +232,13 @@ def validate(ctx: Context) -> int:
     _floating(ctx)
     url = ctx.param("podman_url") or DEFAULT_URL
     if not url.startswith("unix://"):
-        raise OCFError(OCFRC.ERR_CONFIGURED, f"podman_url {url!r}: the guard reads the local "
-                       "store only; use unix:///PATH")  # fmt: skip
+        raise OCFError(
+            OCFRC.ERR_CONFIGURED,
+            fit(
+                f"podman_url {url!r}: the guard reads the local store only; use unix:///PATH",
+                "podman_url: the guard reads the local store only; use unix:///PATH",
+            ),
+        )
     if ctx.check_level >= 10 and _resolve(ctx) is None:
         raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
     return OCFRC.SUCCESS
