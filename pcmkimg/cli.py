@@ -413,6 +413,31 @@ def guard_show(bundle: str) -> None:
     env.out(doc, lines)
 
 
+@cli.command()
+@click.argument("bundle")
+@click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
+@click.option("--timeout", default=300, show_default=True, type=click.IntRange(10, 3600))
+def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
+    """Move BUNDLE from a real or legacy image name to its floating name, with no restart."""
+    from pcmkimg import migrate as mig
+
+    env = _env()
+    cluster = execute.read_cluster(env.runner)
+    try:
+        m = mig.plan_migration(cluster, bundle, env.conf.scheme)
+    except mig.NothingToMigrate as exc:
+        env.out({"changed": False, "reason": exc.message}, [exc.message])
+        return
+    if dry_run:
+        env.out({"plan": m.lines(), "dry_run": True}, m.lines())
+        return
+    for line in m.lines():
+        env.say(line)
+    with _stores(env) as stores:
+        result = mig.run_migration(env.runner, stores, m, env.say, timeout)
+    env.out(result, [f"{m.bundle}: now on {m.floating}; restarted: {len(result['restarted'])}"])
+
+
 # --------------------------------------------------------------------------- entry point
 
 
