@@ -117,3 +117,68 @@ def test_bundle_on_floating_name_and_missing_tag_fails_the_start(cluster_sandbox
         wait_idle(cl)
         for node in cl.names:
             cl.podman(node, "rmi", "-f", ref, check=False)
+
+
+def _processes() -> set[tuple[int, str]]:
+    import os
+
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    start = f.read().rsplit(")", 1)[1].split()[19]
+            except (OSError, IndexError):
+                continue
+            found.add((int(entry), start))
+    return found
+
+
+def test_up_then_down_leaves_namespaces_and_processes_as_before(cluster_sandbox):
+    """`python -m tests.sandbox down` after `up` leaves `ip netns list` and the process table
+    as they were (another sandbox, so the session's own stays up)."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.sandbox.state import load, sandbox_dir
+
+    def netns() -> str:
+        return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "tests.sandbox", "--name", "updown", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    ns_before, procs_before = netns(), _processes()
+    up = cli("up")
+    assert up.returncode == 0, up.stderr
+    state = load("updown")
+    assert state is not None and len(state.netns) == 4
+    assert "pcmkimg-updown-c0" in netns()
+    recorded = {p.pid for p in state.procs}
+    assert len(recorded) >= 15
+    down = cli("down")
+    assert down.returncode == 0, down.stderr
+    assert netns() == ns_before
+    assert not sandbox_dir("updown").exists()
+    deadline = time.monotonic() + 10
+    while True:
+        new = {p for p in _processes() - procs_before}
+        leftover = {p for p in new if p[0] in recorded or "updown" in _cmdline(p[0])}
+        if not leftover or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not leftover, [_cmdline(p[0]) for p in leftover]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
