@@ -83,9 +83,15 @@ def find_bundle(
     matches = []
     for bundle_id, image in bundles:
         found = _classify(image, scheme)
-        svc = found.service if found is not None else None
-        if service in (bundle_id, svc):
-            matches.append(BundleRef(bundle_id, svc or service, image))
+        if found is None:
+            if service == bundle_id:  # its image is a real name: never retag that
+                raise UnknownService(
+                    f"bundle {bundle_id} runs {image or 'no image'}, which is not a floating name",
+                    f"move it to one first: pcmkimg migrate {bundle_id}",
+                )
+            continue
+        if service in (bundle_id, found.service):
+            matches.append(BundleRef(bundle_id, found.service, image))
     if len(matches) == 1:
         return matches[0]
     known = sorted(f"{b} ({i})" for b, i in bundles if _classify(i, scheme) is not None)
@@ -141,10 +147,8 @@ def plan_update(
             else:
                 chosen.append(fact)
     if problems:
-        raise UnknownNode(
-            "; ".join(problems), f"nodes that can run {bundle.id}: " + ", ".join(
-                sorted(f.name for f in facts if f.can_run)) or "none"
-        )  # fmt: skip
+        runnable = ", ".join(sorted(f.name for f in facts if f.can_run)) or "none"
+        raise UnknownNode("; ".join(problems), f"nodes that can run {bundle.id}: {runnable}")
     not_ready = [f for f in chosen if not f.ready]
     if not_ready:
         raise NodeNotReady(
