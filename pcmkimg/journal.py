@@ -66,16 +66,25 @@ def open_journal(directory: Path = DEFAULT_DIR, run: str | None = None) -> Journ
 
 
 def history(directory: Path = DEFAULT_DIR, service: str | None = None) -> Iterator[dict]:
-    """Journal entries, oldest first; lines that are not JSON are skipped."""
+    """Journal entries, oldest first; lines that are not JSON are skipped.
+
+    With ``service``, the entries of every run that was about it, also those that do not name
+    the service themselves (the pulls of an update, for one).
+    """
     path = directory / FILE
     try:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
         return
+    entries = []
     for raw in lines:
         try:
             entry = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(entry, dict) and (service is None or entry.get("service") == service):
+        if isinstance(entry, dict):
+            entries.append(entry)
+    runs = {e.get("run") for e in entries if e.get("service") == service} - {None}
+    for entry in entries:
+        if service is None or entry.get("service") == service or entry.get("run") in runs:
             yield entry
