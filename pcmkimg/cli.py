@@ -35,17 +35,20 @@ TERMINATED = 143
 
 def exit_code(exc: BaseException) -> int:
     """The one place where failure kinds become exit codes."""
-    from pcmkimg import images, lease, reference
+    from pcmkimg import images, lease, reference, tunnel
 
     table: list[tuple[tuple[type[BaseException], ...], int]] = [
         ((execute.RollbackFailed,), ROLLBACK_FAILED),
         ((execute.UpdateFailed, pacemaker.RestartFailedError), UPDATE_FAILED),
-        ((lease.LeaseHeldError,), LEASE_HELD),
+        # Held by another process, taken over while we worked, or a value we can't read: in
+        # every case another pcmkimg (or a person) owns the lease, and the message says which.
+        ((lease.LeaseError,), LEASE_HELD),
         (
             (
                 execute.PullsFailed,
                 execute.NodesUnreachable,
                 images.ImageError,
+                tunnel.TunnelFailed,
                 pacemaker.ClusterUnreachableError,
                 pacemaker.ToolMissingError,
                 pacemaker.PacemakerTimeoutError,
@@ -59,6 +62,7 @@ def exit_code(exc: BaseException) -> int:
                 pacemaker.NoQuorumError,
                 pacemaker.RestartRefusedError,
                 pacemaker.OfflineError,
+                journal.UnsafeStateDir,
                 CheckFailed,
             ),
             PROBLEMS,
