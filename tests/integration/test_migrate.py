@@ -32,28 +32,10 @@ def real_bundle(cluster_sandbox):
     sb = cluster_sandbox
     cl = sb.cluster
     ref = sb.ref("ns1/svc:1.0")
-    for node in cl.names:
-        cl.podman(node, "pull", "-q", ref)
-    cl.run(
-        "controller-0",
-        [
-            "pcs",
-            "resource",
-            "bundle",
-            "create",
-            BUNDLE,
-            "container",
-            "podman",
-            f"image={ref}",
-            "replicas=3",
-            "network=host",
-        ],
-    )
-    wait_idle(cl)
+    cl.seed(ref)
+    cl.create_bundle(BUNDLE, ref)
     yield sb, ref
-    cl.run("controller-0", ["pcs", "resource", "delete", BUNDLE, "--force"], check=False)
-    cl.run("controller-0", ["crm_resource", "--cleanup"], check=False)
-    wait_idle(cl)
+    cl.delete_bundle(BUNDLE)
     for node in cl.names:
         cl.podman(node, "rmi", "-f", ref, FLOATING, check=False)
 

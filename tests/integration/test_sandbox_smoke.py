@@ -58,24 +58,8 @@ def test_bundle_on_floating_name_and_missing_tag_fails_the_start(cluster_sandbox
     sb = cluster_sandbox
     cl = sb.cluster
     ref = sb.ref("ns1/svc:1.0")
-    for node in cl.names:
-        cl.podman(node, "pull", "-q", ref)
-        cl.podman(node, "tag", ref, FLOATING)
-    cl.run(
-        "controller-0",
-        [
-            "pcs",
-            "resource",
-            "bundle",
-            "create",
-            "smoke-bundle",
-            "container",
-            "podman",
-            f"image={FLOATING}",
-            "replicas=3",
-            "network=host",
-        ],
-    )
+    cl.seed(ref, FLOATING)
+    cl.create_bundle("smoke-bundle", FLOATING)
     try:
         wait_idle(cl)
         placed = replicas(cl)
@@ -107,14 +91,7 @@ def test_bundle_on_floating_name_and_missing_tag_fails_the_start(cluster_sandbox
         after = {n: containers(cl, n) for n in ("controller-0", "controller-1")}
         assert after == before
     finally:
-        cl.run(
-            "controller-0",
-            ["pcs", "resource", "delete", "smoke-bundle", "--force"],
-            check=False,
-            timeout=120,
-        )
-        cl.run("controller-0", ["crm_resource", "--cleanup"], check=False)
-        wait_idle(cl)
+        cl.delete_bundle("smoke-bundle")
         for node in cl.names:
             cl.podman(node, "rmi", "-f", ref, check=False)
 
@@ -141,6 +118,7 @@ def test_up_then_down_leaves_namespaces_and_processes_as_before(cluster_sandbox)
     import sys
     import time
 
+    from tests.sandbox.require import in_ci
     from tests.sandbox.state import load, sandbox_dir
 
     def netns() -> str:
@@ -164,7 +142,9 @@ def test_up_then_down_leaves_namespaces_and_processes_as_before(cluster_sandbox)
     assert len(recorded) >= 15
     down = cli("down")
     assert down.returncode == 0, down.stderr
-    assert netns() == ns_before
+    assert "pcmkimg-updown" not in netns()
+    if in_ci():  # nothing else runs on a CI machine: the list is exactly as before
+        assert netns() == ns_before
     assert not sandbox_dir("updown").exists()
     deadline = time.monotonic() + 10
     while True:

@@ -100,6 +100,44 @@ class Cluster:
             node, [sys.executable, "-m", "pcmkimg", *args], env=env, check=check, timeout=timeout
         )
 
+    def seed(self, ref: str, *tags: str, nodes: Sequence[str] | None = None) -> None:
+        """Pull ``ref`` on the nodes (default: all) and tag it with ``tags`` there."""
+        for node in self.names if nodes is None else nodes:
+            self.podman(node, "pull", "-q", ref)
+            for tag in tags:
+                self.podman(node, "tag", ref, tag)
+
+    def create_bundle(self, bundle: str, image: str, replicas: int = 3) -> None:
+        """A podman bundle (host network, no inner resource) and wait until it is placed."""
+        self.run(
+            "controller-0",
+            [
+                "pcs",
+                "resource",
+                "bundle",
+                "create",
+                bundle,
+                "container",
+                "podman",
+                f"image={image}",
+                f"replicas={replicas}",
+                "network=host",
+            ],
+        )
+        wait_idle(self)
+
+    def delete_bundle(self, bundle: str) -> None:
+        """Delete a bundle (and its guard, if any) and forget its failures."""
+        self.pcmkimg("controller-0", "guard", "remove", bundle, check=False)
+        self.run(
+            "controller-0",
+            ["pcs", "resource", "delete", bundle, "--force"],
+            check=False,
+            timeout=180,
+        )
+        self.run("controller-0", ["crm_resource", "--cleanup"], check=False)
+        wait_idle(self)
+
     def crm_mon(self, node: str = "controller-0") -> etree._Element:
         out = self.run(node, ["crm_mon", "-1", "--output-as=xml"], timeout=60)
         return etree.fromstring(out.stdout.encode(), SAFE_PARSER)

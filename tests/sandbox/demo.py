@@ -82,24 +82,8 @@ def run_demo(name: str) -> int:
         print(f"registry {reg}; nodes: {', '.join(cl.names)}")
         old, new = f"{reg}/ns1/svc:1.0", f"{reg}/ns2/svc:1.1"
         banner(f"each node tags {old} as {FLOATING}; a bundle runs it, guarded")
-        for node in cl.names:
-            cl.podman(node, "pull", "-q", old)
-            cl.podman(node, "tag", old, FLOATING)
-        cl.run(
-            "controller-0",
-            [
-                "pcs",
-                "resource",
-                "bundle",
-                "create",
-                BUNDLE,
-                "container",
-                "podman",
-                f"image={FLOATING}",
-                "replicas=3",
-                "network=host",
-            ],
-        )
+        cl.seed(old, FLOATING)
+        cl.create_bundle(BUNDLE, FLOATING)
         show(cl.pcmkimg("controller-0", "guard", "add", BUNDLE))
         cluster_mod.wait_idle(cl)
         banner("pcmkimg status")
