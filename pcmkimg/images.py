@@ -928,6 +928,60 @@ def resolve_with_cli(
         ) from err
 
 
+def inspect_over_socket(
+    path: str, name: str, *, node: str = "local", timeout: float = 10.0
+) -> ImageInfo | None:
+    """``GET /libpod/images/NAME/json`` on a local API socket, with the standard library only.
+
+    The agent's monitor runs every few seconds on every node: this keeps it free of podman-py's
+    import cost. None when no image has the name; NodeUnreachable when the socket does not
+    answer; StoreError on any other answer.
+    """
+    import socket
+    from urllib.parse import quote
+
+    request = (
+        f"GET /v4.0.0/libpod/images/{quote(name, safe='/:@')}/json HTTP/1.0\r\n"
+        "Host: podman\r\nAccept: application/json\r\n\r\n"
+    ).encode()
+    chunks = []
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(path)
+            sock.sendall(request)
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    except OSError as err:
+        raise NodeUnreachable(
+            f"the podman API socket {path} does not answer: {err}",
+            _unreachable_fix(f"unix://{path}"),
+            node=node,
+            ref=name,
+        ) from err
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].decode(errors="replace")
+    parts = status_line.split()
+    code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    if code == 404:
+        return None
+    try:
+        data = json.loads(body) if code == 200 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise StoreError(
+            f"unexpected answer from {path}: {status_line or 'nothing'}",
+            "check the podman service on the node (podman system service)",
+            node=node,
+            ref=name,
+        )
+    return image_info(data)
+
+
 def resolve_local(
     floating: str,
     url: str = LOCAL_URL,
@@ -936,12 +990,14 @@ def resolve_local(
     podman_command: Sequence[str] = ("podman",),
     timeout: float = 10.0,
 ) -> Resolution:
-    """Resolve on the local node: through the API socket at ``url``, else the podman command."""
-    try:
-        with connect(node, url, timeout=timeout) as store:
-            return store.resolve(floating)
-    except NodeUnreachable:
-        pass
+    """Resolve on the local node: through the API socket at ``url``, else the podman command
+    (the bundle's own agent uses the command, so a stopped API service must not fail us)."""
+    if url.startswith("unix://"):
+        try:
+            found = inspect_over_socket(url[len("unix://") :], floating, node=node, timeout=timeout)
+            return Resolved(node, floating, found) if found else Unresolved(node, floating)
+        except NodeUnreachable:
+            pass
     return resolve_with_cli(floating, node=node, podman_command=podman_command, timeout=timeout)
 
 
