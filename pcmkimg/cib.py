@@ -239,9 +239,11 @@ def _set_nvpair(
     sets = parent.findall(set_tag)
     if value is None:
         for nvset in sets:
-            for nv in nvset.findall("nvpair"):
-                if nv.get("name") == name:
-                    nvset.remove(nv)
+            found = [nv for nv in nvset.findall("nvpair") if nv.get("name") == name]
+            for nv in found:
+                nvset.remove(nv)
+            if found and len(nvset) == 0 and not nvset.get("id-ref"):
+                parent.remove(nvset)  # leave no empty set behind (as pcs does)
         return
     for nvset in sets:
         for nv in nvset.findall("nvpair"):
@@ -986,8 +988,15 @@ def _ensure_constraint(cib: Element, tag: str, attrs: dict[str, str]) -> None:
         existing.set(name, value)
 
 
-def add_guard(cib: Element, bundle_id: str, floating_name: str) -> CibChange:
-    """Wire the guard of ``bundle_id`` (idempotent: converges a partial guard)."""
+def add_guard(
+    cib: Element, bundle_id: str, floating_name: str, *, constraints: bool = True
+) -> CibChange:
+    """Wire the guard of ``bundle_id`` (idempotent: converges a partial guard).
+
+    With ``constraints=False`` only the guard clone is added. On a running bundle the clone must
+    be started before the order constraint exists: added together, the scheduler restarts every
+    replica "due to required guard start".
+    """
     new = copy.deepcopy(cib)
     bundle_el = _bundle_element(new, bundle_id)
     ids = guard_ids(bundle_id)
@@ -1011,6 +1020,8 @@ def add_guard(cib: Element, bundle_id: str, floating_name: str) -> CibChange:
         _set_nvpair(
             new, clone, "meta_attributes", f"{ids['clone']}-meta_attributes", "interleave", "true"
         )
+    if not constraints:
+        return make_change(cib, new, f"add guard clone {ids['clone']} ({floating_name})")
     _ensure_constraint(
         new,
         "rsc_order",

@@ -365,8 +365,18 @@ def _floating_of(env: Env, config_el: cib.Element, bundle_id: str, image: str | 
 @click.argument("bundle")
 @click.option("--image", default=None, help="The floating name (default: the bundle's image).")
 @click.option("--dry-run", is_flag=True, help="Print the equivalent pcs commands and stop.")
-def guard_add(bundle: str, image: str | None, dry_run: bool) -> None:
-    """Clone of the agent, order and colocation constraints, interleave=true: one CIB change."""
+@click.option(
+    "--timeout",
+    default=120,
+    show_default=True,
+    type=click.IntRange(10, 3600),
+    help="Seconds to wait for the guard to start.",
+)
+def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> None:
+    """Clone of the agent, order and colocation constraints, interleave=true.
+
+    Two CIB changes, so that no replica restarts: first the guard clone alone, which must start
+    on every node where a replica runs; then the constraints and interleave=true."""
     import shlex
 
     env = _env()
@@ -376,10 +386,43 @@ def guard_add(bundle: str, image: str | None, dry_run: bool) -> None:
         cmds = cib.guard_pcs_commands(current, bundle, floating)
         env.out({"pcs": cmds}, [shlex.join(c) for c in cmds])
         return
+    first = pacemaker.update_cib(
+        env.runner, lambda c: cib.add_guard(c, bundle, floating, constraints=False)
+    )
+    if not first.empty:
+        env.say(f"{first.description}; waiting for it to start")
+        pacemaker.wait(env.runner, timeout)
+        _guard_started_or_undo(env, bundle, floating)
     change = pacemaker.update_cib(env.runner, lambda c: cib.add_guard(c, bundle, floating))
+    changed = not (first.empty and change.empty)
     env.out(
-        {"changed": not change.empty, "description": change.description},
-        [change.description if not change.empty else f"{bundle}: guard already wired"],
+        {"changed": changed, "description": change.description if changed else ""},
+        [change.description if changed else f"{bundle}: guard already wired"],
+    )
+
+
+def _guard_started_or_undo(env: Env, bundle: str, floating: str) -> None:
+    """The new guard clone runs wherever a replica runs; else remove it and say why."""
+    cluster = execute.read_cluster(env.runner)
+    guard = cib.bundle(cluster.config, bundle).guard
+    assert guard is not None
+    started = cib.clone_instances(cluster.mon, guard.clone_id)
+    missing = sorted(
+        r.node
+        for r in cluster.status.replicas_of(bundle)
+        if r.active and r.node and r.node not in started
+    )
+    if not missing:
+        return
+    pacemaker.update_cib(env.runner, lambda c: cib.remove_guard(c, bundle))
+    for node in missing:
+        pacemaker.cleanup(env.runner, guard.primitive_id, node)
+    service = naming.classify(floating, env.conf.scheme)
+    raise execute.PreflightFailed(
+        f"the guard did not start on {', '.join(missing)}, where {bundle} runs: {floating} is "
+        "missing there; wiring it would stop those replicas, so nothing was wired",
+        f"pcmkimg update --node {missing[0]} {service.service if service else bundle} "
+        "--image REF, then pcmkimg guard add again",
     )
 
 

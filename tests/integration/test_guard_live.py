@@ -238,11 +238,6 @@ def test_guard_show_prints_the_wiring(guarded: Guarded) -> None:
     assert "bundle interleave=true" in show[2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cib.remove_guard leaves the <meta_attributes> set that add_guard created on the "
-    "bundle behind, empty (cib._set_nvpair with value None never removes an emptied set)",
-)
 def test_guard_remove_restores_resources_and_constraints(guarded: Guarded) -> None:
     cl = guarded.cl
     cl.pcmkimg("controller-0", "guard", "remove", BUNDLE)
@@ -288,11 +283,6 @@ def test_guard_remove_dry_run_add(guarded: Guarded) -> None:
     assert_healthy(cl)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="guard add wires clone, order and colocation in one CIB change: the scheduler "
-    "restarts every running replica 'due to required <guard>:N start'",
-)
 def test_guard_add_on_a_running_bundle_restarts_nothing(guarded: Guarded) -> None:
     cl = guarded.cl
     cl.pcmkimg("controller-0", "guard", "remove", BUNDLE)
