@@ -38,7 +38,8 @@ def exit_code(exc: BaseException) -> int:
     from pcmkimg import images, lease, reference, tunnel
 
     table: list[tuple[tuple[type[BaseException], ...], int]] = [
-        ((execute.RollbackFailed,), ROLLBACK_FAILED),
+        # Something is left for a person to do by hand; the message says what.
+        ((execute.RollbackFailed, pacemaker.BanNotRemovedError), ROLLBACK_FAILED),
         ((execute.UpdateFailed, pacemaker.RestartFailedError), UPDATE_FAILED),
         # Held by another process, taken over while we worked, or a value we can't read: in
         # every case another pcmkimg (or a person) owns the lease, and the message says which.
@@ -81,6 +82,8 @@ def exit_code(exc: BaseException) -> int:
             ),
             BAD_INPUT,
         ),
+        # Any other failure of a Pacemaker tool or of its output: the cluster side failed us.
+        ((pacemaker.PacemakerError, cib.CibParseError, cib.CibStructureError), UNREACHABLE),
     ]
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED

@@ -262,6 +262,8 @@ def start_holder(state: State, ns: str, name: str, node_dir: Path) -> int:
         "dir": str(node_dir),
         "binds": BINDS,
         "agents": {"pcmkimg": str(REPO / "agents")},
+        "site": system_site(),
+        "pth": agent_pythonpath().split(":"),
     }
     for marker in ("init.ready", "init.error"):
         (node_dir / marker).unlink(missing_ok=True)
@@ -296,6 +298,12 @@ def start_holder(state: State, ns: str, name: str, node_dir: Path) -> int:
 
     wait_for(ready, f"namespaces of {name}", timeout=30)
     return proc.pid
+
+
+def system_site() -> str:
+    """The first site directory of /usr/bin/python3, which runs the agents."""
+    out = run(["/usr/bin/python3", "-c", "import site; print(site.getsitepackages()[0])"])
+    return out.stdout.strip()
 
 
 def agent_pythonpath() -> str:
@@ -337,7 +345,6 @@ def start(state: State, registry_port: int, timeout: float = 60) -> Cluster:
         {"name": n.name, "dir": str(n.dir), "netns": n.netns, "holder": n.holder} for n in nodes
     ]
     state.save()
-    pythonpath = agent_pythonpath()
     for node in nodes:
         env = node_env()
         daemons = [
@@ -361,7 +368,6 @@ def start(state: State, registry_port: int, timeout: float = 60) -> Cluster:
             {
                 "PCMK_logfile": "/var/log/pacemaker/pacemaker.log",
                 "PCMK_logfacility": "none",
-                "PYTHONPATH": pythonpath,
             }
         )
         p = spawn([*node.enter(), "pacemakerd", "-f"], log=node.dir / "pacemakerd.log", env=env)

@@ -60,6 +60,19 @@ def setup(cfg: dict[str, object]) -> None:
     for provider, path in dict(cfg.get("agents", {})).items():  # type: ignore[call-overload]
         (OCF_ROOT / provider).mkdir(exist_ok=True)
         mount("--bind", "-o", "ro", str(path), str(OCF_ROOT / provider))
+    # As if pcmkimg were installed: a .pth in the system python's first site directory, so
+    # that the agent imports our packages whatever its environment (pcs runs crm_resource
+    # with an empty one).
+    site = cfg.get("site")
+    if site:
+        pylib = node_dir / "pylib"
+        pylib.mkdir(exist_ok=True)
+        (pylib / "pcmkimg-sandbox.pth").write_text("\n".join(cfg["pth"]) + "\n")  # type: ignore[arg-type]
+        Path(str(site)).mkdir(parents=True, exist_ok=True)
+        mount("--bind", "-o", "ro", str(pylib), str(site))
+    # The default podman_url of the guard, unix:///run/podman/podman.sock, reaches the node's
+    # API service, which listens at a path the test process can reach too.
+    Path("/run/podman/podman.sock").symlink_to(node_dir / "podman.sock")
 
 
 def main() -> int:

@@ -104,15 +104,21 @@ def _kinds(base: type) -> set[type]:
 
 # Tool failures that pcmkimg cannot classify further are "unexpected" on purpose: the message
 # quotes the tool, and the case should be looked at.
-UNCLASSIFIED = {
-    pacemaker.PacemakerError,
-    pacemaker.ToolError,
-    pacemaker.NotFoundError,
-    pacemaker.CibChangedError,
-    pacemaker.BanNotRemovedError,
-    cib.CibParseError,
-    cib.CibStructureError,
-}
+UNCLASSIFIED: set[type] = set()
+
+
+def test_cluster_tool_failures_are_exit_5_and_a_left_ban_exit_7() -> None:
+    for kind in (
+        pacemaker.PacemakerError,
+        pacemaker.ToolError,
+        pacemaker.NotFoundError,
+        pacemaker.CibChangedError,
+        cib.CibParseError,
+        cib.CibStructureError,
+    ):
+        assert cli.exit_code(kind.__new__(kind)) == cli.UNREACHABLE, kind
+    ban = pacemaker.BanNotRemovedError.__new__(pacemaker.BanNotRemovedError)
+    assert cli.exit_code(ban) == cli.ROLLBACK_FAILED
 
 
 def test_every_error_kind_has_a_code_or_is_knowingly_unclassified() -> None:
