@@ -1,0 +1,94 @@
+"""pcmkimg rollback: the floating name goes back to the rollback image on one node only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+BUNDLE = "rb-bundle"
+FLOATING = "cluster.common.tag/rb:pcmklatest"
+PREVIOUS = "cluster.common.tag/rb:pcmkprevious"
+
+
+def containers(cl) -> dict[str, tuple[str, str]]:
+    """node -> (container ID, image ID) of the bundle's running container."""
+    found = {}
+    for node in cl.names:
+        for c in json.loads(cl.podman(node, "ps", "--format", "json").stdout or "[]"):
+            if c["Names"][0].startswith(BUNDLE):
+                found[node] = (c["Id"], c["ImageID"])
+    return found
+
+
+@pytest.fixture(scope="module")
+def guarded(cluster_sandbox):
+    sb = cluster_sandbox
+    cl = sb.cluster
+    cl.seed(sb.ref("ns1/svc:1.0"), FLOATING)
+    cl.create_bundle(BUNDLE, FLOATING)
+    cl.pcmkimg("controller-0", "guard", "add", BUNDLE)
+    yield sb
+    cl.delete_bundle(BUNDLE)
+    for node in cl.names:
+        cl.podman(
+            node,
+            "rmi",
+            "-f",
+            FLOATING,
+            PREVIOUS,
+            sb.ref("ns1/svc:1.0"),
+            sb.ref("ns1/svc:1.1"),
+            check=False,
+        )
+
+
+def test_rollback_restores_the_previous_image_on_that_node_only(guarded):
+    sb = guarded
+    cl = sb.cluster
+    old, new = sb.images["ns1/svc:1.0"], sb.images["ns1/svc:1.1"]
+    upd = cl.pcmkimg(
+        "controller-0",
+        "update",
+        BUNDLE,
+        "--image",
+        sb.ref("ns1/svc:1.1"),
+        "--node",
+        "controller-1",
+        check=False,
+    )
+    assert upd.returncode == 0, upd.stderr
+    before = containers(cl)
+    assert before["controller-1"][1] == new
+    assert before["controller-0"][1] == before["controller-2"][1] == old
+
+    back = cl.pcmkimg(
+        "controller-0", "--json", "rollback", "rb", "--node", "controller-1", check=False
+    )
+    assert back.returncode == 0, back.stderr
+    assert json.loads(back.stdout)["result"] == "ok"
+    after = containers(cl)
+    assert after["controller-1"][1] == old
+    assert after["controller-1"][0] != before["controller-1"][0]
+    for node in ("controller-0", "controller-2"):
+        assert after[node] == before[node]
+    # The rollback name now holds the image it replaced: a second rollback undoes the first.
+    inspect = cl.podman("controller-1", "image", "inspect", PREVIOUS, "--format", "{{.Id}}")
+    assert inspect.stdout.strip() == new
+
+
+def test_rollback_without_a_rollback_image_changes_nothing(guarded):
+    cl = guarded.cluster
+    before = containers(cl)
+    proc = cl.pcmkimg("controller-0", "rollback", "rb", "--node", "controller-2", check=False)
+    assert proc.returncode == 3
+    assert "nothing to roll back to" in proc.stderr
+    assert containers(cl) == before
+    constraints = cl.run("controller-0", ["cibadmin", "--query", "--scope", "constraints"])
+    assert "cli-ban" not in constraints.stdout
+    lease = cl.run(
+        "controller-0",
+        ["crm_attribute", "--type", "crm_config", "--name", "pcmkimg-lease", "--query"],
+        check=False,
+    )
+    assert lease.returncode != 0
