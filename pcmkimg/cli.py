@@ -160,6 +160,12 @@ def _fail(env: Env | None, exc: BaseException) -> NoReturn:
 # --------------------------------------------------------------------------- commands
 
 
+def timeout_option(default: int, text: str):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--timeout", default=default, show_default=True, type=click.IntRange(10, 3600), help=text
+    )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pcmkimg")
 @click.option("--json", "as_json", is_flag=True, help="Machine output (a JSON document).")
@@ -244,13 +250,7 @@ def _plan(
 @click.option("--all", "every", is_flag=True, help="Every node that can run the bundle.")
 @click.option("--digest", default=None, help="Refuse an image with another digest (sha256:...).")
 @click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
-@click.option(
-    "--timeout",
-    default=300,
-    show_default=True,
-    type=click.IntRange(10, 3600),
-    help="Seconds to wait for each restart.",
-)
+@timeout_option(300, "Seconds to wait for each restart.")
 @click.option("--no-restart", is_flag=True, help="Pull and retag only; restart nothing.")
 def update(
     service: str,
@@ -299,7 +299,7 @@ def _journal_path(env: Env):  # type: ignore[no-untyped-def]
 @cli.command()
 @click.argument("service")
 @click.option("--node", required=True, help="The node to roll back.")
-@click.option("--timeout", default=300, show_default=True, type=click.IntRange(10, 3600))
+@timeout_option(300, "Seconds to wait for the restart.")
 def rollback(service: str, node: str, timeout: int) -> None:
     """Move the floating name back to the rollback image on NODE and restart that replica."""
     from pcmkimg import lease
@@ -368,13 +368,7 @@ def _floating_of(env: Env, config_el: cib.Element, bundle_id: str, image: str | 
 @click.argument("bundle")
 @click.option("--image", default=None, help="The floating name (default: the bundle's image).")
 @click.option("--dry-run", is_flag=True, help="Print the equivalent pcs commands and stop.")
-@click.option(
-    "--timeout",
-    default=120,
-    show_default=True,
-    type=click.IntRange(10, 3600),
-    help="Seconds to wait for the guard to start.",
-)
+@timeout_option(120, "Seconds to wait for the guard to start.")
 def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> None:
     """Clone of the agent, order and colocation constraints, interleave=true.
 
@@ -466,7 +460,7 @@ def guard_show(bundle: str) -> None:
 @cli.command()
 @click.argument("bundle")
 @click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
-@click.option("--timeout", default=300, show_default=True, type=click.IntRange(10, 3600))
+@timeout_option(300, "Seconds to wait for the cluster to settle.")
 def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
     """Move BUNDLE from a real or legacy image name to its floating name, with no restart."""
     from pcmkimg import migrate as mig

@@ -178,7 +178,10 @@ def preflight_problems(cluster: Cluster, bundle_id: str, targets: Sequence[str])
                 f"{failure.exit_reason or failure.exitstatus}; clean it up first with "
                 f"`pcs resource cleanup {failure.resource} --node {failure.node}`"
             )
-    del targets
+    for name in targets:
+        node = cluster.status.node(name)
+        if node is None or not node.usable:
+            problems.append(f"target node {name} is no longer online and active")
     return problems
 
 
