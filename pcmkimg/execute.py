@@ -126,9 +126,12 @@ def find_bundle(cluster: Cluster, service: str, scheme: naming.Scheme) -> plan.B
 
 def node_facts(cluster: Cluster, bundle_id: str) -> list[plan.NodeFacts]:
     banned = cib.banned_nodes(cluster.config, bundle_id)
+    # Hosts only: crm_mon can list a bundle replica's implicit guest node as a member, but the
+    # CIB's <nodes> section names the real cluster members.
+    members = {n.uname for n in cib.nodes(cluster.config) if n.kind == "member"}
     facts = []
     for node in cluster.status.nodes:
-        if node.kind != "member":
+        if node.kind != "member" or node.name not in members:
             continue
         replica = cluster.status.replica_on(bundle_id, node.name)
         why = (

@@ -265,7 +265,14 @@ def problems(g: Gathered) -> list[Problem]:
             view = g.views[(s.bundle.id, fact.name)]
             if not fact.can_run:
                 continue
-            if view.error is not None:
+            if not fact.ready:
+                found.append(
+                    Problem(
+                        "node-not-ready",
+                        f"{fact.name} is {fact.why_not_ready}: an update can't restart its replica",
+                    )
+                )
+            elif view.error is not None:
                 found.append(Problem("unreachable", f"{fact.name}: {view.error}"))
             elif view.resolved is None:
                 found.append(
