@@ -482,6 +482,50 @@ def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
     env.out(result, [f"{m.bundle}: now on {m.floating}; restarted: {len(result['restarted'])}"])
 
 
+@cli.command()
+@click.argument("service")
+@click.option("--node", "nodes", multiple=True, help="A node to prune (repeatable).")
+@click.option("--all", "every", is_flag=True, help="Every cluster node.")
+@click.option(
+    "--keep",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0, 100),
+    help="How many other images of the service to keep, newest first.",
+)
+def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
+    """Remove old images of SERVICE from node stores.
+
+    Never the images behind the floating or the rollback name, never one a container uses."""
+    env = _env()
+    if bool(nodes) == every:
+        raise UsageError("give either --node (one or more) or --all", "e.g. --node controller-1")
+    cluster = execute.read_cluster(env.runner)
+    bundle = execute.find_bundle(cluster, service, env.conf.scheme)
+    known = [f.name for f in execute.node_facts(cluster, bundle.id)]
+    unknown = [n for n in nodes if n not in known]
+    if unknown:
+        raise plan.UnknownNode(
+            f"not cluster nodes: {', '.join(unknown)}", f"cluster nodes: {', '.join(known)}"
+        )
+    targets = known if every else list(nodes)
+    with _stores(env) as stores:
+        results = stores.each(targets, lambda s: s.prune(bundle.service, keep=keep))
+    failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
+    doc = {n: r.__dict__ for n, r in results.items() if n not in failed}
+    lines = [
+        f"{n}: removed {len(r.removed)}, kept {len(r.kept)}, protected {len(r.protected)}"
+        for n, r in results.items()
+        if n not in failed
+    ]
+    env.out(doc, lines)
+    if failed:
+        raise execute.NodesUnreachable(
+            "; ".join(f"{n}: {e}" for n, e in failed.items()),
+            "reach those nodes, then prune them again",
+        )
+
+
 # --------------------------------------------------------------------------- entry point
 
 

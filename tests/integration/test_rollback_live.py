@@ -92,3 +92,33 @@ def test_rollback_without_a_rollback_image_changes_nothing(guarded):
         check=False,
     )
     assert lease.returncode != 0
+
+
+def test_prune_removes_old_images_but_never_the_floating_one(guarded):
+    sb = guarded
+    cl = sb.cluster
+    for path in ("ns1/svc:1.1", "ns1/svc:broken"):
+        cl.podman("controller-0", "pull", "-q", sb.ref(path))
+    before = containers(cl)
+    proc = cl.pcmkimg(
+        "controller-0",
+        "--json",
+        "prune",
+        "rb",
+        "--node",
+        "controller-0",
+        "--keep",
+        "0",
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)["controller-0"]
+    assert set(result["removed"]) == {sb.images["ns1/svc:1.1"], sb.images["ns1/svc:broken"]}
+    assert sb.images["ns1/svc:1.0"] in result["protected"]
+    ids = cl.podman("controller-0", "images", "--format", "{{.ID}}").stdout.split()
+    assert not {i for i in ids if sb.images["ns1/svc:1.1"].startswith(i)}
+    floating = cl.podman("controller-0", "image", "inspect", FLOATING, "--format", "{{.Id}}")
+    assert floating.stdout.strip() == sb.images["ns1/svc:1.0"]
+    assert containers(cl) == before
+    bad = cl.pcmkimg("controller-0", "prune", "rb", "--node", "nowhere", check=False)
+    assert bad.returncode == 2 and "nowhere" in bad.stderr
