@@ -202,7 +202,7 @@ class NodeResult:
     down_seconds: float = 0.0
     container_before: str | None = None
     container_after: str | None = None
-    result: str = "pending"  # ok | unchanged | retag-only | failed | rolled-back
+    result: str = "pending"  # ok | unchanged | started | retag-only | rolled-back
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -224,7 +224,9 @@ class UpdateReport:
         return max((n.down_seconds for n in self.nodes), default=0.0)
 
     def summary(self) -> str:
-        done = [n.node for n in self.nodes if n.result in ("ok", "unchanged", "retag-only")]
+        done = [
+            n.node for n in self.nodes if n.result in ("ok", "unchanged", "started", "retag-only")
+        ]
         return (
             f"{len(done)} node(s) updated, {self.restarted} container(s) restarted, "
             f"longest replica downtime {self.longest_down:.1f}s"
@@ -317,10 +319,16 @@ class Updater:
         if retag.moved:
             self.say(f"{node}: {bundle.floating} now names {ref} ({target_id[:12]})")
             self.publish(bundle, node, store)
+        started_here = restart and self.heal_guard(bundle, node)
         status = pacemaker.status(self.runner)
         replica = status.replica_on(bundle.id, node)
         container = replica.container_id if replica and replica.active else None
         res.container_before, running_image = self.container_image(node, container)
+        if started_here and container is not None:
+            res.result = "started"
+            res.container_after = res.container_before
+            self.say(f"{node}: the replica runs again, on {str(running_image)[:12]}")
+            return res
         if container is None:
             res.result = "retag-only"
             self.say(f"{node}: no replica runs here; a later start uses the new image")
@@ -372,6 +380,33 @@ class Updater:
         )
         self.say(f"{node}: healthy on {target_id[:12]} after {res.down_seconds:.1f}s")
         return res
+
+    def heal_guard(self, bundle: plan.BundleRef, node: str) -> bool:
+        """Clean up the guard's failures on ``node`` now that the floating name is there.
+
+        A guard that refused to start (rc 5: the name was missing) keeps the replica off this
+        node until its failure is cleaned up; a degraded monitor (190) stays listed until then.
+        True when the replica was off and the cleanup let it start.
+        """
+        guard = cib.bundle(pacemaker.query_cib(self.runner), bundle.id).guard
+        if guard is None:
+            return False
+        status = pacemaker.status(self.runner)
+        failures = status.failures_of([guard.primitive_id], node)
+        if not failures:
+            return False
+        replica = status.replica_on(bundle.id, node)
+        was_active = bool(replica and replica.active)
+        self.say(f"{node}: cleaning up the guard's failures ({failures[0].exitstatus})")
+        pacemaker.cleanup(self.runner, guard.primitive_id, node)
+        pacemaker.wait(self.runner, self.timeout)
+        self.record(
+            "guard-cleanup",
+            service=bundle.service,
+            node=node,
+            failures=[f.op_key for f in failures],
+        )
+        return not was_active
 
     def publish(self, bundle: plan.BundleRef, node: str, store: images.Store) -> None:
         """Show the new real image in the node attribute at once, as the guard's next
