@@ -11,7 +11,8 @@ optional::
     # unix://PATH       a local socket (the local node, or a test store)
     # ssh://USER@HOST[:PORT]/PATH
     #                   the socket PATH on HOST, through an ssh tunnel that pcmkimg runs
-    #                   itself (host keys always checked, never podman's ssh transport)
+    #                   itself (host keys always checked, never podman's ssh transport);
+    #                   HOST must not start with '-', PORT is 1 to 65535
     # A node that is not listed is reachable only if it is the local node, through
     # unix:///run/podman/podman.sock.
     [nodes]
@@ -50,7 +51,6 @@ from __future__ import annotations
 
 import configparser
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +74,6 @@ DEFAULT_CONNECT_TIMEOUT = 10
 _SECTIONS = ("nodes", "scheme", "registries", "ssh")
 _SCHEME_KEYS = ("prefix", "tag", "rollback_tag")
 _SSH_KEYS = ("known_hosts", "identity_file", "connect_timeout")
-_SSH_URL = re.compile(r"ssh://(?:[^@/\s]+@)?(?:[^:/\s]+|\[[0-9a-fA-F:]+\])(?::[0-9]+)?/\S+")
 _BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
 
@@ -197,14 +196,26 @@ def _nodes(items: dict[str, str], where: str) -> dict[str, str]:
     for node, url in items.items():
         if url.startswith("unix:///") and len(url) > len("unix:///"):
             continue
-        if _SSH_URL.fullmatch(url):
+        if url.startswith("ssh://") and _ssh_url_ok(url):
             continue
         raise ConfigError(
             f"{where}: [nodes] {node} = {url!r} is not a podman URL",
-            fix="write unix:///run/podman/podman.sock for a local socket or "
-            "ssh://USER@HOST[:PORT]/run/podman/podman.sock for a remote node",
+            fix=f"in [nodes] of {where}, write {node} = unix:///run/podman/podman.sock for a "
+            f"local socket or {node} = ssh://USER@HOST[:PORT]/run/podman/podman.sock for a "
+            "remote node (HOST not starting with '-', PORT 1 to 65535)",
         )
     return items
+
+
+def _ssh_url_ok(url: str) -> bool:
+    """Whether the tunnel accepts ``url``: the same check at load time as at run time."""
+    from pcmkimg import tunnel  # here: only a file with ssh:// nodes pays for the import
+
+    try:
+        tunnel.parse_url(url)
+    except tunnel.TunnelFailed:
+        return False
+    return True
 
 
 def _unknown_keys(items: dict[str, str], known: tuple[str, ...], section: str, where: str) -> None:

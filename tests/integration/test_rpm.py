@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from tests.sandbox.require import need_tools
+from tests.sandbox.require import need, need_tools
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = "/usr/lib/ocf/resource.d/pcmkimg/floating-image"
@@ -25,6 +25,11 @@ CLI = "/usr/bin/pcmkimg"
 STATE_DIR = "/var/lib/pcmkimg"
 CONF = "/etc/pcmkimg/pcmkimg.conf"
 PYTHON = "/usr/bin/python3"
+
+
+def xml_parser() -> etree.XMLParser:
+    """No entities, no network, no DTD: the agent's output is parsed as untrusted."""
+    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
 
 
 def run(argv: list[str], **kw) -> subprocess.CompletedProcess[str]:
@@ -103,6 +108,7 @@ def python_env(payload: Path, sitelib: str) -> dict[str, str]:
     The test environment's site-packages comes second: it stands in for the RPM's Requires
     (Debian has no python3-podman). Its own copy of pcmkimg, if any, is shadowed.
     """
+    need(os.access(PYTHON, os.X_OK), f"needs {PYTHON}")
     env = {
         k: v
         for k, v in os.environ.items()
@@ -111,6 +117,23 @@ def python_env(payload: Path, sitelib: str) -> dict[str, str]:
     path = [str(payload / sitelib.lstrip("/")), sysconfig.get_paths()["purelib"]]
     env.update(PYTHONPATH=os.pathsep.join(path), PYTHONDONTWRITEBYTECODE="1", LC_ALL="C.UTF-8")
     return env
+
+
+def need_requires(env: dict[str, str], *modules: str) -> None:
+    """Skip (fail under CI) unless /usr/bin/python3 imports the RPM's Python Requires."""
+    proc = subprocess.run(
+        [PYTHON, "-c", f"import {', '.join(modules)}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    need(
+        proc.returncode == 0,
+        f"{PYTHON} cannot import {', '.join(modules)} from the test environment "
+        f"(is it the same Python version?): {proc.stderr.strip()[-300:]}",
+    )
 
 
 def test_agent_is_installed_executable(files):
@@ -172,11 +195,14 @@ def test_package_metadata(rpm_file):
 
 
 def test_imports_come_from_the_payload(payload, sitelib):
+    env = python_env(payload, sitelib)
+    need_requires(env, "click", "lxml", "podman")
     code = (
-        "import importlib.metadata as md, ocf, pcmkimg, pcmkimg.agent\n"
-        "print(pcmkimg.__file__, ocf.__file__, pcmkimg.agent.__file__, md.version('pcmkimg'))"
+        "import importlib.metadata as md, ocf, pcmkimg, pcmkimg.agent, pcmkimg.cli\n"
+        "print(pcmkimg.__file__, ocf.__file__, pcmkimg.agent.__file__, pcmkimg.cli.__file__,"
+        " md.version('pcmkimg'))"
     )
-    proc = run([PYTHON, "-c", code], env=python_env(payload, sitelib), cwd=payload)
+    proc = run([PYTHON, "-c", code], env=env, cwd=payload)
     *paths, version = proc.stdout.split()
     for path in paths:
         assert Path(path).is_relative_to(payload / sitelib.lstrip("/")), path
@@ -186,17 +212,25 @@ def test_imports_come_from_the_payload(payload, sitelib):
 def test_agent_meta_data_runs_from_the_payload(payload, sitelib):
     agent = payload / AGENT.lstrip("/")
     assert os.access(agent, os.X_OK)
-    proc = run([PYTHON, str(agent), "meta-data"], env=python_env(payload, sitelib), cwd=payload)
+    env = python_env(payload, sitelib)
+    need_requires(env, "lxml")
+    proc = run([PYTHON, str(agent), "meta-data"], env=env, cwd=payload)
     assert '<resource-agent name="floating-image"' in proc.stdout
-    root = etree.fromstring(proc.stdout.encode())
+    root = etree.fromstring(proc.stdout.encode(), xml_parser())  # noqa: S320 - hardened
     assert root.tag == "resource-agent" and root.get("name") == "floating-image"
     actions = {a.get("name") for a in root.iterfind("actions/action")}
     assert {"start", "stop", "monitor", "meta-data"} <= actions, actions
 
 
-def test_cli_runs_from_the_payload(payload, sitelib):
-    if not (payload / sitelib.lstrip("/") / "pcmkimg" / "cli.py").is_file():
-        pytest.skip("pcmkimg/cli.py is not in the tree yet")
+def test_cli_runs_from_the_payload(files, payload, sitelib):
+    assert f"{sitelib}/pcmkimg/cli.py" in files
     wrapper = payload / CLI.lstrip("/")
-    proc = run([PYTHON, str(wrapper), "--help"], env=python_env(payload, sitelib), cwd=payload)
-    assert "Usage:" in proc.stdout
+    assert os.access(wrapper, os.X_OK)
+    env = python_env(payload, sitelib)
+    need_requires(env, "click", "lxml", "podman")
+    proc = run([PYTHON, str(wrapper), "--help"], env=env, cwd=payload)
+    assert proc.stdout.startswith("Usage: pcmkimg ")
+    for command in ("check", "update", "rollback", "status"):
+        assert re.search(rf"^  {command}\b", proc.stdout, re.MULTILINE), proc.stdout
+    proc = run([PYTHON, str(wrapper), "--version"], env=env, cwd=payload)
+    assert re.fullmatch(r"pcmkimg, version \d+\.\d+\.\d+\S*\n", proc.stdout), proc.stdout

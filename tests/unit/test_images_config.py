@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,12 @@ from pcmkimg.config import (
     parse,
 )
 from pcmkimg.naming import Scheme
+from pcmkimg.tunnel import parse_url
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "packaging" / "pcmkimg.conf"
+"""The example configuration the RPM installs as /etc/pcmkimg/pcmkimg.conf."""
+
+_EXAMPLE_LINE = re.compile(r"#[ \t]?([^\s=#;]+ = \S.*)")
 
 FULL = """
 # a comment
@@ -99,6 +106,11 @@ def test_environment_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ("[node]\na = unix:///x\n", "unknown section [node]"),
         ("[nodes]\nc0 = http://c0:8080\n", "not a podman URL"),
         ("[nodes]\nc0 = ssh://c0\n", "not a podman URL"),
+        ("[nodes]\nc0 = ssh://root@-oProxyCommand=x/run/p.sock\n", "[nodes] c0 = "),
+        ("[nodes]\nc0 = ssh://root@c0:65536/run/podman/podman.sock\n", "[nodes] c0 = "),
+        ("[nodes]\nc0 = ssh://root@c0:0/run/podman/podman.sock\n", "not a podman URL"),
+        ("[nodes]\nc0 = ssh://root@[c0]x/run/podman/podman.sock\n", "not a podman URL"),
+        ("[nodes]\nc0 = ssh://root@c0/run/p.sock # comment\n", "not a podman URL"),
         ("[scheme]\nprefix = cluster-common-tag\n", "has no '.'"),
         ("[scheme]\nflavour = x\n", "unknown key 'flavour'"),
         ("[registries]\nreg.example.com = insecure\n", "unknown option 'insecure'"),
@@ -119,3 +131,60 @@ def test_malformed_file_is_a_clear_error(text: str, words: str) -> None:
 def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load(tmp_path)  # a directory
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ssh://root@-oProxyCommand=touch$IFS/tmp/x/run/podman/podman.sock",
+        "ssh://-host/run/podman/podman.sock",
+        "ssh://root@c0:65536/run/podman/podman.sock",
+        "ssh://root@c0:99999/run/podman/podman.sock",
+        "ssh://root@c0:123456/run/podman/podman.sock",
+    ],
+)
+def test_ssh_url_the_tunnel_refuses_is_a_config_error(url: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(f"[nodes]\ncontroller-1 = {url}\n", Path("/etc/pcmkimg/pcmkimg.conf"))
+    err = caught.value
+    assert "/etc/pcmkimg/pcmkimg.conf: [nodes] controller-1 = " in err.message
+    assert "ssh://USER@HOST[:PORT]/" in err.fix and "65535" in err.fix
+    assert "/etc/pcmkimg/pcmkimg.conf" in err.fix and "controller-1 = " in err.fix
+
+
+def test_every_accepted_ssh_url_is_one_the_tunnel_opens() -> None:
+    for url in parse(FULL).nodes.values():
+        if url.startswith("ssh://"):
+            parse_url(url)  # must not raise
+    parse("[nodes]\nc = ssh://c:65535/run/podman/podman.sock\n")
+    parse("[nodes]\nc = ssh://root@[2001:db8::1]:22/run/podman/podman.sock\n")
+
+
+def _uncommented(text: str) -> tuple[str, list[str]]:
+    lines, examples = [], []
+    for line in text.splitlines():
+        found = _EXAMPLE_LINE.fullmatch(line)
+        if found:
+            examples.append(found[1])
+            line = found[1]
+        lines.append(line)
+    return "\n".join(lines) + "\n", examples
+
+
+def test_shipped_example_means_the_defaults() -> None:
+    config = parse(EXAMPLE.read_text(encoding="utf-8"), EXAMPLE)
+    assert config == Config(path=EXAMPLE)
+
+
+def test_every_example_line_of_the_shipped_file_parses() -> None:
+    text, examples = _uncommented(EXAMPLE.read_text(encoding="utf-8"))
+    # Each section shows at least one example, and all the documented keys of the others.
+    assert len(examples) >= 10, examples
+    config = parse(text, EXAMPLE)
+    assert set(config.nodes) == {"controller-0", "controller-1", "controller-2"}
+    assert config.url_for("controller-2").startswith("ssh://")
+    assert config.scheme == Scheme()
+    assert config.registries
+    assert not any(settings.tls_verify for settings in config.registries.values())
+    assert config.ssh.known_hosts and config.ssh.identity_file
+    assert config.ssh.connect_timeout == 10
