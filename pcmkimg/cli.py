@@ -7,6 +7,7 @@ Every command prints one line ``pcmkimg: error: ...; fix: ...`` on failure, and 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -35,11 +36,19 @@ TERMINATED = 143
 
 def exit_code(exc: BaseException) -> int:
     """The one place where failure kinds become exit codes."""
-    from pcmkimg import images, lease, reference, tunnel
+    from pcmkimg import images, lease, migrate, reference, tunnel
 
     table: list[tuple[tuple[type[BaseException], ...], int]] = [
         # Something is left for a person to do by hand; the message says what.
-        ((execute.RollbackFailed, pacemaker.BanNotRemovedError), ROLLBACK_FAILED),
+        (
+            (
+                execute.RollbackFailed,
+                pacemaker.BanNotRemovedError,
+                lease.LeaseNotReleasedError,
+                migrate.MigrationIncomplete,
+            ),
+            ROLLBACK_FAILED,
+        ),
         ((execute.UpdateFailed, pacemaker.RestartFailedError), UPDATE_FAILED),
         # Held by another process, taken over while we worked, or a value we can't read: in
         # every case another pcmkimg (or a person) owns the lease, and the message says which.
@@ -105,9 +114,14 @@ class CheckFailed(PcmkimgError):
 @dataclass
 class Env:
     json: bool
-    conf: config.Config
+    conf_path: str | None
     runner: pacemaker.Runner
     journal_dir: str
+
+    @functools.cached_property
+    def conf(self) -> config.Config:
+        """Read on first use, so that `--help` works even with a broken file."""
+        return config.load(self.conf_path)
 
     def out(self, doc: Any, lines: Sequence[str]) -> None:
         if self.json:
@@ -184,7 +198,7 @@ def timeout_option(default: int, text: str):  # type: ignore[no-untyped-def]
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool, conf: str | None, journal_dir: str) -> None:
     """Per-node floating image names for Pacemaker bundles."""
-    ctx.obj = Env(as_json, config.load(conf), pacemaker.Runner(), journal_dir)
+    ctx.obj = Env(as_json, conf, pacemaker.Runner(), journal_dir)
 
 
 @cli.command()
@@ -212,10 +226,14 @@ def check() -> None:
     with _stores(env) as stores:
         problems = st.problems(st.gather(cluster, stores, found))
     doc = {"ok": not problems, "problems": [p.__dict__ for p in problems]}
-    lines = [f"problem: {p.message}" for p in problems] or ["ok: no problems found"]
-    env.out(doc, lines)
-    if problems:
-        raise CheckFailed(f"{len(problems)} problem(s) found", "see the list above")
+    if not problems:
+        env.out(doc, ["ok: no problems found"])
+        return
+    if not env.json:
+        env.out(doc, [f"problem: {p.message}" for p in problems])
+    failed = CheckFailed(f"{len(problems)} problem(s) found", "see the list of problems")
+    failed.report = doc  # type: ignore[attr-defined]
+    raise failed
 
 
 def _plan(
@@ -232,6 +250,11 @@ def _plan(
     if bool(nodes) == every:
         raise UsageError("give either --node (one or more) or --all", "e.g. --node controller-1")
     target = reference.parse(image)
+    if naming.classify(target, env.conf.scheme) is not None:
+        raise UsageError(
+            f"--image {image} is a floating or rollback name, not a real image",
+            "give the registry reference of the image to run, e.g. REGISTRY/NS/IMAGE:TAG",
+        )
     if digest is not None:
         reference.parse(f"x@{digest}")
     cluster = execute.read_cluster(env.runner)
@@ -334,7 +357,13 @@ def rollback(service: str, node: str, timeout: int) -> None:
 
 @cli.command()
 @click.argument("service", required=False)
-@click.option("--limit", default=50, show_default=True, help="Show the last N entries.")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 1_000_000),
+    help="Show the last N entries.",
+)
 def history(service: str | None, limit: int) -> None:
     """The update journal, oldest first."""
     env = _env()
@@ -381,15 +410,23 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
     floating = _floating_of(env, current, bundle, image)
     if dry_run:
         cmds = cib.guard_pcs_commands(current, bundle, floating)
-        env.out({"pcs": cmds}, [shlex.join(c) for c in cmds])
+        # The guard must run before the constraints exist, or every replica restarts.
+        cmds = [cmds[0], ["crm_resource", "--wait"], *cmds[1:]]
+        env.out({"commands": cmds}, [shlex.join(c) for c in cmds])
         return
     first = pacemaker.update_cib(
         env.runner, lambda c: cib.add_guard(c, bundle, floating, constraints=False)
     )
-    if not first.empty:
-        env.say(f"{first.description}; waiting for it to start")
-        pacemaker.wait(env.runner, timeout)
+    try:
+        if not first.empty:
+            env.say(f"{first.description}; waiting for it to start")
+            pacemaker.wait(env.runner, timeout)
         _guard_started_or_undo(env, bundle, floating)
+    except BaseException:
+        if not first.empty:  # leave nothing half-wired behind
+            with pacemaker.signals_held():
+                pacemaker.update_cib(env.runner, lambda c: cib.remove_guard(c, bundle))
+        raise
     change = pacemaker.update_cib(env.runner, lambda c: cib.add_guard(c, bundle, floating))
     changed = not (first.empty and change.empty)
     env.out(
@@ -402,7 +439,10 @@ def _guard_started_or_undo(env: Env, bundle: str, floating: str) -> None:
     """The new guard clone runs wherever a replica runs; else remove it and say why."""
     cluster = execute.read_cluster(env.runner)
     guard = cib.bundle(cluster.config, bundle).guard
-    assert guard is not None
+    if guard is None:
+        raise execute.PreflightFailed(
+            f"the guard of {bundle} vanished while it was being added", "run guard add again"
+        )
     started = cib.clone_instances(cluster.mon, guard.clone_id)
     missing = sorted(
         r.node
@@ -509,7 +549,10 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
             f"not cluster nodes: {', '.join(unknown)}", f"cluster nodes: {', '.join(known)}"
         )
     targets = known if every else list(nodes)
-    with _stores(env) as stores:
+    from pcmkimg import lease
+
+    # Under the lease: an update's freshly pulled image must not be pruned before its retag.
+    with _stores(env) as stores, lease.held(env.runner):
         results = stores.each(targets, lambda s: s.prune(bundle.service, keep=keep))
     failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
     doc = {n: r.__dict__ for n, r in results.items() if n not in failed}
@@ -518,12 +561,17 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
         for n, r in results.items()
         if n not in failed
     ]
-    env.out(doc, lines)
-    if failed:
-        raise execute.NodesUnreachable(
-            "; ".join(f"{n}: {e}" for n, e in failed.items()),
-            "reach those nodes, then prune them again",
-        )
+    if not failed:
+        env.out(doc, lines)
+        return
+    if not env.json:
+        env.out(doc, lines)
+    error = execute.NodesUnreachable(
+        "; ".join(f"{n}: {e}" for n, e in failed.items()),
+        "reach those nodes, then prune them again (the others were pruned)",
+    )
+    error.report = doc  # type: ignore[attr-defined]
+    raise error
 
 
 # --------------------------------------------------------------------------- entry point
@@ -532,13 +580,17 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the CLI; every failure becomes one line on stderr and its exit code."""
     ctx: click.Context | None = None
+    args = list(sys.argv[1:] if argv is None else argv)
 
     def env() -> Env | None:
-        return ctx.obj if ctx is not None and isinstance(ctx.obj, Env) else None
+        if ctx is not None and isinstance(ctx.obj, Env):
+            return ctx.obj
+        # Failed before the group ran (e.g. a broken config): still honour --json.
+        return Env(True, None, pacemaker.Runner(), "") if "--json" in args else None
 
     try:
         with pacemaker.sigterm_raises():
-            ctx = cli.make_context("pcmkimg", list(sys.argv[1:] if argv is None else argv))
+            ctx = cli.make_context("pcmkimg", args)
             with ctx:
                 cli.invoke(ctx)
     except click.exceptions.Exit as exc:

@@ -77,7 +77,7 @@ class Stores:
         def one(node: str) -> object:
             try:
                 return work(self.get(node))
-            except PcmkimgError as exc:
+            except Exception as exc:  # one node's failure is that node's answer, not a crash
                 return exc
 
         if not nodes:
@@ -250,6 +250,7 @@ class Updater:
     journal: Journal
     say: Say = _quiet
     timeout: float = 300
+    keepalive: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def record(self, event: str, **fields: object) -> None:
         self.journal.record(event, **fields)
@@ -300,6 +301,11 @@ class Updater:
         target_id: str,
         restart: bool,
     ) -> NodeResult:
+        """Retag, then restart if needed and verify; roll this node back if that fails.
+
+        An interruption (Ctrl-C, SIGTERM) after the retag is not rolled back: the node keeps
+        the floating name, and running the same update again finishes the job.
+        """
         node = res.node
         store = self.stores.get(node)
         now = store.resolve(bundle.floating)
@@ -319,6 +325,30 @@ class Updater:
         if retag.moved:
             self.say(f"{node}: {bundle.floating} now names {ref} ({target_id[:12]})")
             self.publish(bundle, node, store)
+        started = time.monotonic()
+        try:
+            return self._restart_if_needed(bundle, res, target_id, restart)
+        except PcmkimgError as exc:
+            res.down_seconds = time.monotonic() - started
+            self.record("failed", service=bundle.service, node=node, error=exc.one_line())
+            self.say(f"{node}: FAILED: {exc.message}")
+            if not retag.moved:
+                raise
+            self.rollback_node(bundle, node, res)
+            res.result = "rolled-back"
+            raise UpdateFailed(
+                f"update of {bundle.service} failed on {node} and was rolled back: {exc.message}",
+                f"{ref} does not run here: fix the image or choose another, then run the "
+                f"update again; {node} runs the previous image, the nodes after it were "
+                "not touched"
+                if isinstance(exc, pacemaker.RestartFailedError)
+                else exc.fix,
+            ) from exc
+
+    def _restart_if_needed(
+        self, bundle: plan.BundleRef, res: NodeResult, target_id: str, restart: bool
+    ) -> NodeResult:
+        node = res.node
         started_here = restart and self.heal_guard(bundle, node)
         status = pacemaker.status(self.runner)
         replica = status.replica_on(bundle.id, node)
@@ -342,32 +372,18 @@ class Updater:
             res.result = "retag-only"
             self.say(f"{node}: --no-restart: the replica keeps running the old image")
             return res
+        self.keepalive()
         self.say(f"{node}: restarting {container} (waiting up to {self.timeout:.0f}s)")
         started = time.monotonic()
         self.record("restart", service=bundle.service, node=node, container=container)
-        try:
-            pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
-            res.restarted = True
-            res.container_after, running_image = self.container_image(node, container)
-            if running_image != target_id:
-                raise pacemaker.RestartFailedError(
-                    f"the replica on {node} runs image {str(running_image)[:12]}, "
-                    f"not {target_id[:12]}",
-                    "check the bundle's image in the CIB: it must be the floating name",
-                )
-        except pacemaker.RestartFailedError as exc:
-            res.restarted = True
-            res.down_seconds = time.monotonic() - started
-            self.record("failed", service=bundle.service, node=node, error=exc.one_line())
-            self.say(f"{node}: FAILED: {exc.message}")
-            self.rollback_node(bundle, node, res)
-            res.result = "rolled-back"
-            raise UpdateFailed(
-                f"update of {bundle.service} failed on {node} and was rolled back: {exc.message}",
-                f"{ref} does not run here: fix the image or choose another, then run the "
-                f"update again; {node} runs the previous image, the nodes after it were "
-                "not touched",
-            ) from exc
+        res.restarted = True
+        pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
+        res.container_after, running_image = self.container_image(node, container)
+        if running_image != target_id:
+            raise pacemaker.RestartFailedError(
+                f"the replica on {node} runs image {str(running_image)[:12]}, not {target_id[:12]}",
+                "check the bundle's image in the CIB: it must be the floating name",
+            )
         res.down_seconds = time.monotonic() - started
         res.result = "ok"
         self.record(
@@ -424,27 +440,50 @@ class Updater:
             self.say(f"{node}: could not update the node attribute: {exc.message}")
 
     def rollback_node(self, bundle: plan.BundleRef, node: str, res: NodeResult) -> None:
-        """Put the previous image back behind the floating name and bring the replica back."""
+        """Put the previous image back behind the floating name and bring the replica back on
+        it: cleaned up and started if it is down, restarted if it runs another image."""
         store = self.stores.get(node)
         found = naming.classify(bundle.floating, store.config.scheme)
         back = naming.rollback_name(found.service if found else bundle.service, store.config.scheme)
-        self.say(f"{node}: rolling back to {back}")
+        fix = (
+            f"on {node}: `podman tag {back} {bundle.floating}`, then "
+            f"`pcs resource cleanup {bundle.id} --node {node}`"
+        )
+        if res.before is None:
+            self.record("rollback-failed", service=bundle.service, node=node, error="no previous")
+            raise RollbackFailed(
+                f"update of {bundle.service} failed on {node}, which had no image behind "
+                f"{bundle.floating} before: there is nothing to roll back to",
+                f"fix the image, then `pcmkimg update --node {node} {bundle.service} --image REF`",
+            )
+        self.say(f"{node}: rolling back to {back} ({res.before[:12]})")
         try:
             store.retag(bundle.floating, back)
             self.publish(bundle, node, store)
-            pacemaker.cleanup(self.runner, bundle.id, node)
-            pacemaker.wait(self.runner, self.timeout)
-            status = pacemaker.status(self.runner)
-            replica = status.replica_on(bundle.id, node)
+            replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
+            if replica is None or not replica.active or replica.failed:
+                pacemaker.cleanup(self.runner, bundle.id, node)
+                pacemaker.wait(self.runner, self.timeout)
+                replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
             if replica is None or not replica.active:
+                raise pacemaker.RestartFailedError(
+                    f"the replica did not start again on {node}", "see `crm_mon` for the cause"
+                )
+            _, running = self.container_image(node, replica.container_id)
+            if running != res.before:
                 pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
+                _, running = self.container_image(node, replica.container_id)
+            if running != res.before:
+                raise pacemaker.RestartFailedError(
+                    f"the replica on {node} runs {str(running)[:12]}, not {res.before[:12]}",
+                    "see `pcmkimg status`",
+                )
         except PcmkimgError as exc:
             self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
             raise RollbackFailed(
                 f"update of {bundle.service} failed on {node}, and so did its rollback: "
                 f"{exc.message}",
-                f"on {node}: `podman tag {back} {bundle.floating}`, then "
-                f"`pcs resource cleanup {bundle.id} --node {node}`",
+                fix,
             ) from exc
         res.rolled_back = True
         self.record("rolled-back", service=bundle.service, node=node)
@@ -469,8 +508,18 @@ class Updater:
             target=str(ref),
             nodes=list(the_plan.targets),
         )
-        with lease.held(self.runner) as held:
+        # Long enough for one restart (crm_resource --restart, then --wait) and its rollback;
+        # renewed before every node and every restart.
+        ttl = max(lease.DEFAULT_TTL, 4 * self.timeout + 120)
+        with lease.held(self.runner, ttl) as held:
             self.say(f"lease taken ({held.host}, pid {held.pid})")
+            current = held
+
+            def renew() -> None:
+                nonlocal current
+                current = lease.renew(self.runner, current, ttl)
+
+            self.keepalive = renew
             cluster = read_cluster(self.runner)
             problems = preflight_problems(cluster, bundle.id, the_plan.targets)
             if problems:
@@ -479,9 +528,8 @@ class Updater:
                     "fix these, then run the update again (`pcmkimg check` lists them)",
                 )
             pulled = self.pull_all(the_plan.targets, ref, digest)
-            current = held
             for node in the_plan.targets:
-                current = lease.renew(self.runner, current)
+                renew()
                 res = NodeResult(node)
                 report.nodes.append(res)
                 self.update_node(bundle, res, ref, pulled[node], restart)

@@ -36,8 +36,13 @@ def _check_dir(path: Path) -> None:
 
 
 def ensure_dir(path: Path) -> Path:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _check_dir(path)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_dir(path)
+    except PermissionError as exc:
+        raise UnsafeStateDir(
+            f"cannot use the state directory {path}: {exc.strerror}", "run pcmkimg as root"
+        ) from exc
     return path
 
 
@@ -76,6 +81,10 @@ def history(directory: Path = DEFAULT_DIR, service: str | None = None) -> Iterat
         lines = path.read_text().splitlines()
     except FileNotFoundError:
         return
+    except PermissionError as exc:
+        raise UnsafeStateDir(
+            f"cannot read the journal {path}: {exc.strerror}", "run pcmkimg as root"
+        ) from exc
     entries = []
     for raw in lines:
         try:

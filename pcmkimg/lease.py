@@ -16,6 +16,7 @@ works longer than the TTL calls :func:`renew`. :func:`release` deletes only our 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import socket
@@ -29,6 +30,8 @@ from pcmkimg.errors import PcmkimgError
 from pcmkimg.pacemaker import Runner, query_cib, signals_held, sigterm_raises, update_cib
 
 PROPERTY = "pcmkimg-lease"
+log = logging.getLogger(__name__)
+
 DEFAULT_TTL = 900.0  # seconds
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _FIX_DELETE = f"`crm_attribute --type crm_config --name {PROPERTY} --delete`"
@@ -36,6 +39,10 @@ _FIX_DELETE = f"`crm_attribute --type crm_config --name {PROPERTY} --delete`"
 
 class LeaseError(PcmkimgError):
     """Base of the lease errors."""
+
+
+class LeaseNotReleasedError(PcmkimgError):
+    """Our lease is still in the CIB: a person has to remove it."""
 
 
 class LeaseHeldError(LeaseError):
@@ -202,8 +209,20 @@ def held(runner: Runner, ttl: float = DEFAULT_TTL) -> Iterator[Lease]:
     """Hold the lease for a block; released on every exit path (SIGINT and SIGTERM too)."""
     with sigterm_raises():
         lease = acquire(runner, ttl)
+        failed = True
         try:
             yield lease
+            failed = False
         finally:
             with signals_held():
-                release(runner, lease)
+                try:
+                    release(runner, lease)
+                except PcmkimgError as exc:
+                    error = LeaseNotReleasedError(
+                        f"the update lease could not be released: {exc.message}",
+                        "`crm_attribute --type crm_config --name pcmkimg-lease --delete` once "
+                        "no pcmkimg runs",
+                    )
+                    if not failed:
+                        raise error from exc
+                    log.error("%s", error.one_line())  # the first error stays the one reported

@@ -19,6 +19,10 @@ from pcmkimg.execute import Cluster, NodesUnreachable, PreflightFailed, Say, Sto
 from pcmkimg.reference import InvalidReference
 
 
+class MigrationIncomplete(PcmkimgError):
+    """The bundle names the floating name but was left unmanaged: a person finishes the job."""
+
+
 class NothingToMigrate(PcmkimgError):
     """The bundle already runs on a floating name."""
 
@@ -57,7 +61,9 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
     if not matches:
         raise _unknown(wanted, cluster)
     if len(matches) > 1:
-        raise PreflightFailed(
+        from pcmkimg.plan import UnknownService
+
+        raise UnknownService(
             f"{wanted!r} matches several bundles: {', '.join(b.id for b, _ in matches)}",
             "name the bundle id",
         )
@@ -142,15 +148,23 @@ def run_migration(
                 config, moved.new_cib, f"{m.bundle}: unmanaged, image {m.floating}"
             )
 
+        pacemaker.update_cib(runner, edit)
+        say(f"{m.bundle}: image is now {m.floating} (unmanaged while re-probing)")
         try:
-            pacemaker.update_cib(runner, edit)
-            say(f"{m.bundle}: image is now {m.floating} (unmanaged while re-probing)")
             pacemaker.refresh(runner, m.bundle)
             pacemaker.wait(runner, timeout)
-        finally:
-            pacemaker.update_cib(
-                runner, lambda c: cib.set_bundle_meta(c, m.bundle, "is-managed", previous)
-            )
+        except (PcmkimgError, KeyboardInterrupt, pacemaker.Terminated) as exc:
+            # Managed again before the re-probe recorded the new name, every replica would
+            # restart: leave the bundle unmanaged and say how to finish.
+            raise MigrationIncomplete(
+                f"{m.bundle} now names {m.floating} but is left unmanaged: the re-probe did not "
+                f"finish ({exc})",
+                f"`crm_resource --refresh --resource {m.bundle}`, `crm_resource --wait`, then "
+                f"`pcs resource manage {m.bundle}`",
+            ) from exc
+        pacemaker.update_cib(
+            runner, lambda c: cib.set_bundle_meta(c, m.bundle, "is-managed", previous)
+        )
         pacemaker.wait(runner, timeout)
         after = _containers(stores, m.nodes, f"{m.bundle}-")
     restarted = sorted(k for k, v in before.items() if after.get(k) != v)

@@ -589,12 +589,14 @@ def restart_replica(
                 try:
                     remove_ban(runner, bundle_id, node)
                 except PacemakerError as exc:
-                    if finished:
-                        raise BanNotRemovedError(
-                            f"{ban_id(bundle_id, node)} could not be removed: {exc.message}",
-                            f"`crm_resource --clear --resource {bundle_id} --node {node}`",
-                        ) from exc
-                    log.error("could not remove %s: %s", ban_id(bundle_id, node), exc.one_line())
+                    # Also when interrupted: the interruption is then reported as this, so
+                    # that nobody is told that the ban was cleaned up.
+                    raise BanNotRemovedError(
+                        f"{ban_id(bundle_id, node)} could not be removed"
+                        + ("" if finished else " after an interruption")
+                        + f": {exc.message}",
+                        f"`crm_resource --clear --resource {bundle_id} --node {node}`",
+                    ) from exc
     after = status_xml(runner)
     failures = _new_failures(before, after, bundle, replica, node)
     now = cib.cluster_status(after).replica_on(bundle_id, node)

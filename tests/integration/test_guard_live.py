@@ -262,6 +262,7 @@ def test_guard_remove_dry_run_add(guarded: Guarded) -> None:
     dry = cl.pcmkimg("controller-0", "guard", "add", "--dry-run", BUNDLE).stdout.splitlines()
     assert [ln.split()[:3] for ln in dry] == [
         ["pcs", "resource", "create"],
+        ["crm_resource", "--wait"],
         ["pcs", "resource", "bundle"],
         ["pcs", "constraint", "order"],
         ["pcs", "constraint", "colocation"],

@@ -594,9 +594,10 @@ def test_check_lists_problems_and_exits_3(stack: Stack) -> None:
     try:
         out = stack.pcmkimg("--json", "check")
         assert out.returncode == 3, out.stdout + out.stderr
-        # --json: the check document, then the error document
-        decoder = json.JSONDecoder()
-        doc, end = decoder.raw_decode(out.stdout)
+        # --json: one document, the error with the check's report
+        error = json.loads(out.stdout)
+        assert error["exit_code"] == 3 and "2 problem(s)" in error["error"]
+        doc = error["report"]
         kinds = sorted(p["kind"] for p in doc["problems"])
         assert doc["ok"] is False
         assert kinds == ["leftover-ban", "unresolved"], doc
@@ -605,7 +606,6 @@ def test_check_lists_problems_and_exits_3(stack: Stack) -> None:
         human = stack.pcmkimg("check")
         assert human.returncode == 3
         assert human.stdout.count("problem: ") == 2, human.stdout
-        del end
     finally:
         stack.cl.run(
             ON, ["crm_resource", "--clear", "--resource", BUNDLE, "--node", "controller-1"]
