@@ -75,7 +75,7 @@ def _parser() -> etree.XMLParser:
         no_network=True,
         load_dtd=False,
         dtd_validation=False,
-        huge_tree=True,
+        huge_tree=False,  # keep libxml2's depth and size limits (a 50 MB CIB fits in them)
         remove_blank_text=True,  # as Pacemaker parses: patch positions count elements only
         remove_comments=False,
         remove_pis=True,
@@ -1008,7 +1008,11 @@ def add_guard(
         )
     else:
         prim = clone.find("primitive")
-        assert prim is not None
+        if prim is None:
+            raise GuardConflictError(
+                f"{ids['clone']} exists but holds no primitive",
+                f"remove it (`pcs resource delete {ids['clone']}`), then add the guard again",
+            )
         _set_nvpair(
             new,
             prim,
