@@ -34,8 +34,23 @@ from ocf.agent import (
 from ocf.dispatch import Context, main, run, sanitize_reason
 from ocf.env import Environment, parse_environment
 from ocf.log import Level, Logger
-from ocf.metadata import escape_attr, escape_text, render_metadata
 from ocf.rc import OCFRC, OCFError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ocf.metadata import escape_attr, escape_text, render_metadata
+
+#: Names of :mod:`ocf.metadata`, imported on first use: only ``meta-data`` needs them.
+_METADATA_NAMES = frozenset({"escape_attr", "escape_text", "render_metadata"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _METADATA_NAMES:
+        from ocf import metadata
+
+        return getattr(metadata, name)
+    raise AttributeError(f"module 'ocf' has no attribute {name!r}")
+
 
 __all__ = [
     "OCFRC",

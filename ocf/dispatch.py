@@ -33,13 +33,15 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
 
 from ocf.agent import Agent, ParamType, check_value, parse_bool, parse_int
 from ocf.env import DEFAULT_EXIT_REASON_PREFIX, Environment, parse_environment
 from ocf.log import Level, Logger
-from ocf.metadata import render_metadata
 from ocf.rc import OCFRC, OCFError
+
+TYPE_CHECKING = False  # no run-time import of typing (see ocf.agent)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 USAGE_ACTIONS = frozenset({"usage", "help", "-h", "--help"})
 LENIENT_ACTIONS = frozenset({"stop"})
@@ -140,6 +142,8 @@ def run(
         return int(OCFRC.ERR_ARGS)
     action = argv[0]
     if action == "meta-data":
+        from ocf.metadata import render_metadata  # only here: every other action skips it
+
         _write(out, render_metadata(agent))
         return int(OCFRC.SUCCESS)
     if action in USAGE_ACTIONS:

@@ -15,9 +15,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TextIO
 
 from ocf.env import DEFAULT_DATEFMT, Environment
+
+TYPE_CHECKING = False  # no run-time import of typing (see ocf.agent)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 class Level(str, Enum):

@@ -17,17 +17,19 @@ registry holds:
   create`` works on a node without the image); at level 10 the name must also
   resolve here.
 
-OCF return codes are chosen here and nowhere else. Imports of podman-py,
-lxml and the pacemaker runner are lazy so that meta-data and monitor stay fast.
+OCF return codes are chosen here and nowhere else. Every import beyond the
+toolkit is lazy, so that meta-data and monitor stay fast: meta-data imports
+nothing more; monitor reads the store with :mod:`pcmkimg.localstore` (standard
+library only) and describes the image with :mod:`pcmkimg.naming`, never
+podman-py, lxml, the configuration or the pacemaker runner (unless the image
+moved). It trusts the floating name recorded at start when the parameter still
+reads the same, so that a monitor that finds the name does not parse it again.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from ocf import OCFRC, Action, Agent, Context, OCFError, Parameter
 
@@ -69,41 +71,71 @@ def _attribute(ctx: Context) -> str:
 
 
 def _node(ctx: Context) -> str:
-    return ctx.node or socket.gethostname()
+    if ctx.node:
+        return ctx.node
+    import socket
+
+    return socket.gethostname()
 
 
-def _state_path(ctx: Context) -> Path:
+def _state_base(ctx: Context) -> str:
+    """The state file's path without its suffix (``.json``, or ``.tmp`` while written)."""
     name = (ctx.instance or "floating-image").replace("/", "_")
-    return Path(ctx.param("state_dir") or STATE_DIR) / f"{name}.json"
+    return os.path.join(ctx.param("state_dir") or STATE_DIR, name)
+
+
+def _state_path(ctx: Context) -> str:
+    return f"{_state_base(ctx)}.json"
 
 
 def _read_state(ctx: Context) -> Published | None:
+    import json
+
     try:
-        raw = json.loads(_state_path(ctx).read_text())
+        with open(_state_path(ctx)) as src:
+            raw = json.load(src)
         return Published(**raw)
     except (OSError, ValueError, TypeError):
         return None
 
 
 def _write_state(ctx: Context, state: Published) -> None:
-    path = _state_path(ctx)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    import json
+
+    base = _state_base(ctx)
+    os.makedirs(os.path.dirname(base), mode=0o700, exist_ok=True)
+    tmp = f"{base}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         json.dump(asdict(state), out)
-    os.replace(tmp, path)
+    os.replace(tmp, f"{base}.json")
 
 
-def _resolve(ctx: Context):  # type: ignore[no-untyped-def]
-    """The floating name in this node's store: Resolved, or None when it is not there."""
-    from pcmkimg import images
+def _image_text(ctx: Context, recorded: str | None = None) -> str:
+    """The image parameter as a checked reference's text.
+
+    ``recorded`` is the floating name a start recorded: it was checked then, and the text of a
+    checked reference parses back to itself, so a parameter that still reads the same needs no
+    parsing again.
+    """
+    text = ctx.param("image") or ""
+    if recorded is not None and text == recorded:
+        return text
+    return str(_floating(ctx))
+
+
+def _resolve(ctx: Context, recorded: str | None = None):  # type: ignore[no-untyped-def]
+    """The floating name in this node's store: Resolved, or None when it is not there.
+
+    ``recorded``: the floating name recorded at start (see :func:`_image_text`).
+    """
+    from pcmkimg import localstore
 
     url = ctx.param("podman_url") or DEFAULT_URL
     try:
-        found = images.resolve_local(str(_floating(ctx)), url, node=_node(ctx))
-        return found if isinstance(found, images.Resolved) else None
-    except images.ImageError as exc:
+        found = localstore.resolve_local(_image_text(ctx, recorded), url, node=_node(ctx))
+        return found if isinstance(found, localstore.Resolved) else None
+    except localstore.ImageError as exc:
         ctx.log.error(f"cannot read the image store on {_node(ctx)}: {exc.one_line()}")
         raise OCFError(OCFRC.ERR_GENERIC, fit(f"image store unreadable: {exc.message}")) from None
 
@@ -192,7 +224,7 @@ def stop(ctx: Context) -> int:
     if state is not None:
         _set_attribute(ctx, state.attribute, None)
     try:
-        _state_path(ctx).unlink()
+        os.unlink(_state_path(ctx))
     except FileNotFoundError:
         pass
     except OSError as exc:
@@ -205,7 +237,7 @@ def monitor(ctx: Context) -> int:
     if state is None:
         return OCFRC.NOT_RUNNING
     try:
-        resolved = _resolve(ctx)
+        resolved = _resolve(ctx, state.image)
     except OCFError as exc:
         ctx.exit_reason(fit(f"running; {exc.reason}"))
         return OCFRC.DEGRADED

@@ -7,6 +7,8 @@ pulls, moves floating names, prunes and lists containers. Every failure is a typ
 normal "that name is not here" of :meth:`Store.resolve` is a :class:`Unresolved` result.
 
 :func:`resolve_local` is the OCF agent's path: the local socket, else the ``podman`` command.
+It lives in :mod:`pcmkimg.localstore` (standard library only, for the agent's monitor) with the
+types and errors it uses; they are re-exported here.
 
 podman-py is imported inside :func:`connect` only, so that importing this module stays cheap.
 """
@@ -14,19 +16,31 @@ podman-py is imported inside :func:`connect` only, so that importing this module
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+from typing import TYPE_CHECKING, Callable, Literal, Union
 
 from pcmkimg import naming
-from pcmkimg.config import LOCAL_URL, Config
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.config import Config
+from pcmkimg.localstore import (
+    ImageError,
+    ImageInfo,
+    NodeUnreachable,
+    PodmanCommandFailed,
+    Resolved,
+    StoreError,
+    Unresolved,
+    _unreachable_fix,
+    image_info,
+    inspect_over_socket,
+    parse_created,
+    resolve_local,
+    resolve_with_cli,
+)
 from pcmkimg.reference import InvalidReference, Reference, parse
 
 if TYPE_CHECKING:
@@ -42,21 +56,8 @@ DEFAULT_TIMEOUT = 120.0
 
 
 # ---------------------------------------------------------------------------------------------
-# Errors: one type per failure kind.
-
-
-class ImageError(PcmkimgError):
-    """A podman image operation on a node failed. ``node`` and ``ref`` say where and what."""
-
-    def __init__(self, message: str, fix: str = "", *, node: str, ref: object = None) -> None:
-        self.node = node
-        self.ref = None if ref is None else str(ref)
-        about = f" ({self.ref})" if self.ref is not None else ""
-        super().__init__(f"node {node}{about}: {message}", fix)
-
-
-class NodeUnreachable(ImageError):
-    """The node's podman API service cannot be reached."""
+# Errors: one type per failure kind. ImageError, NodeUnreachable, StoreError and
+# PodmanCommandFailed are in pcmkimg.localstore.
 
 
 class HostKeyRejected(NodeUnreachable):
@@ -95,80 +96,8 @@ class ImageAbsent(ImageError):
     """A name that must be in the node's store is not there."""
 
 
-class StoreError(ImageError):
-    """The podman service refused a store operation (tag, untag, remove)."""
-
-
-class PodmanCommandFailed(ImageError):
-    """The ``podman`` command (the local fallback) failed."""
-
-
 # ---------------------------------------------------------------------------------------------
-# Results.
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-    """One image of a store, as podman inspects it."""
-
-    id: str
-    """64 hex digits, no ``sha256:``."""
-    digest: str | None
-    repo_digests: tuple[str, ...]
-    names: tuple[str, ...]
-    """Every name (RepoTags) the image holds now."""
-    names_history: tuple[str, ...] = ()
-    """Every name the image has held, newest first (podman's NamesHistory)."""
-    created: datetime | None = None
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A name found in a node's store, and the image it names."""
-
-    node: str
-    name: str
-    image: ImageInfo
-
-    @property
-    def id(self) -> str:
-        return self.image.id
-
-    @property
-    def image_id(self) -> str:
-        """The same as :attr:`id`."""
-        return self.image.id
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every name of the image, the resolved one included."""
-        return self.image.names
-
-    @property
-    def digest(self) -> str | None:
-        return self.image.digest
-
-    @property
-    def repo_digests(self) -> tuple[str, ...]:
-        return self.image.repo_digests
-
-    @property
-    def created(self) -> datetime | None:
-        return self.image.created
-
-    @property
-    def other_names(self) -> tuple[str, ...]:
-        """The image's names other than the one resolved: its real names."""
-        return tuple(n for n in self.image.names if n != self.name)
-
-
-@dataclass(frozen=True)
-class Unresolved:
-    """A name that is not in a node's store (the normal "not here" answer)."""
-
-    node: str
-    name: str
-    reason: str = "no image has this name"
+# Results. ImageInfo, Resolved and Unresolved are in pcmkimg.localstore.
 
 
 Resolution = Union[Resolved, Unresolved]
@@ -321,42 +250,6 @@ def classify_pull_error(text: str) -> type[ImageError]:
 def backoff_delays(retries: int, base: float = 1.0, cap: float = 30.0) -> list[float]:
     """The waits before each retry: ``base``, twice that, ... never more than ``cap``."""
     return [min(cap, base * 2**i) for i in range(max(0, retries))]
-
-
-_CREATED = re.compile(
-    r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?"
-    r"\s*(?P<tz>Z|[+-]\d\d:?\d\d)?(?:\s+[A-Z]+)?"
-)
-
-
-def parse_created(value: object) -> datetime | None:
-    """An image's creation time from podman (RFC 3339 with nanoseconds, or Unix seconds)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, timezone.utc)
-    if not isinstance(value, str):
-        return None
-    found = _CREATED.fullmatch(value.strip())
-    if not found:
-        return None
-    frac = (found["frac"] or "0")[:6].ljust(6, "0")
-    tz = found["tz"] or "Z"
-    tz = "+00:00" if tz == "Z" else tz if ":" in tz else f"{tz[:3]}:{tz[3:]}"
-    return datetime.fromisoformat(f"{found['date']}T{found['time']}.{frac}{tz}")
-
-
-def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
-    """An ImageInfo from podman's image inspect data (API or ``podman image inspect``)."""
-    image_id = str(attrs.get("Id") or attrs.get("ID") or "")
-    if image_id.startswith("sha256:"):
-        image_id = image_id[len("sha256:") :]
-    return ImageInfo(
-        id=image_id,
-        digest=attrs.get("Digest") or None,
-        repo_digests=tuple(attrs.get("RepoDigests") or ()),
-        names=tuple(attrs.get("RepoTags") or ()),
-        names_history=tuple(attrs.get("NamesHistory") or ()),
-        created=parse_created(attrs.get("Created")),
-    )
 
 
 def has_digest(image: ImageInfo, name: str, digest: str) -> bool:
@@ -817,13 +710,6 @@ def _status(err: Exception) -> int | None:
     return None if response is None else int(response.status_code)
 
 
-def _unreachable_fix(url: str) -> str:
-    if url.startswith("ssh://"):
-        return "check ssh access to the node and that podman.socket runs there"
-    path = url[len("unix://") :] if url.startswith("unix://") else url
-    return f"start the podman API service on the node (systemctl start podman.socket; {path})"
-
-
 def connect(
     node: str,
     url: str,
@@ -884,123 +770,6 @@ def connect(
     return store
 
 
-# ---------------------------------------------------------------------------------------------
-# The local fallback of the OCF agent.
-
-
-def resolve_with_cli(
-    floating: str,
-    *,
-    node: str = "local",
-    podman_command: Sequence[str] = ("podman",),
-    timeout: float = 30.0,
-) -> Resolution:
-    """Resolve ``floating`` with ``podman image inspect`` (no API service needed)."""
-    argv = [*podman_command, "image", "inspect", "--format", "json", "--", floating]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise PodmanCommandFailed(
-            f"cannot run {argv[0]}: {err}",
-            "install podman, or check that its storage is not locked",
-            node=node,
-            ref=floating,
-        ) from err
-    if proc.returncode != 0:
-        said = " ".join(proc.stderr.split())
-        if "image not known" in said or "no such image" in said.lower():
-            return Unresolved(node, floating)
-        raise PodmanCommandFailed(
-            f"'podman image inspect' exited {proc.returncode}: {said[-500:]}",
-            "run the same podman command on the node to see the cause",
-            node=node,
-            ref=floating,
-        )
-    try:
-        data = json.loads(proc.stdout)
-        return Resolved(node, floating, image_info(data[0]))
-    except (ValueError, LookupError, TypeError, AttributeError) as err:
-        raise PodmanCommandFailed(
-            f"cannot read the output of 'podman image inspect': {err}",
-            "check the podman version on the node",
-            node=node,
-            ref=floating,
-        ) from err
-
-
-def inspect_over_socket(
-    path: str, name: str, *, node: str = "local", timeout: float = 10.0
-) -> ImageInfo | None:
-    """``GET /libpod/images/NAME/json`` on a local API socket, with the standard library only.
-
-    The agent's monitor runs every few seconds on every node: this keeps it free of podman-py's
-    import cost. None when no image has the name; NodeUnreachable when the socket does not
-    answer; StoreError on any other answer.
-    """
-    import socket
-    from urllib.parse import quote
-
-    request = (
-        f"GET /v4.0.0/libpod/images/{quote(name, safe='/:@')}/json HTTP/1.0\r\n"
-        "Host: podman\r\nAccept: application/json\r\n\r\n"
-    ).encode()
-    chunks = []
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(path)
-            sock.sendall(request)
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-    except OSError as err:
-        raise NodeUnreachable(
-            f"the podman API socket {path} does not answer: {err}",
-            _unreachable_fix(f"unix://{path}"),
-            node=node,
-            ref=name,
-        ) from err
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].decode(errors="replace")
-    parts = status_line.split()
-    code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-    if code == 404:
-        return None
-    try:
-        data = json.loads(body) if code == 200 else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        raise StoreError(
-            f"unexpected answer from {path}: {status_line or 'nothing'}",
-            "check the podman service on the node (podman system service)",
-            node=node,
-            ref=name,
-        )
-    return image_info(data)
-
-
-def resolve_local(
-    floating: str,
-    url: str = LOCAL_URL,
-    *,
-    node: str = "local",
-    podman_command: Sequence[str] = ("podman",),
-    timeout: float = 10.0,
-) -> Resolution:
-    """Resolve on the local node: through the API socket at ``url``, else the podman command
-    (the bundle's own agent uses the command, so a stopped API service must not fail us)."""
-    if url.startswith("unix://"):
-        try:
-            found = inspect_over_socket(url[len("unix://") :], floating, node=node, timeout=timeout)
-            return Resolved(node, floating, found) if found else Unresolved(node, floating)
-        except NodeUnreachable:
-            pass
-    return resolve_with_cli(floating, node=node, podman_command=podman_command, timeout=timeout)
-
-
 __all__ = [
     "AuthError",
     "Container",
@@ -1029,6 +798,7 @@ __all__ = [
     "classify_pull_error",
     "connect",
     "image_info",
+    "inspect_over_socket",
     "parse_created",
     "resolve_local",
     "resolve_with_cli",

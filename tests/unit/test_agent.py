@@ -7,9 +7,12 @@ through the OCF toolkit's dispatcher exactly as the script does.
 from __future__ import annotations
 
 import io
+import json
+import socket
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +50,8 @@ class World:
 def world(monkeypatch: pytest.MonkeyPatch) -> World:
     w = World()
 
-    def fake_resolve(ctx):  # type: ignore[no-untyped-def]
-        agent._floating(ctx)
+    def fake_resolve(ctx, recorded=None):  # type: ignore[no-untyped-def]
+        agent._image_text(ctx, recorded)
         w.resolves += 1
         if isinstance(w.store, Exception):
             raise w.store
@@ -304,12 +307,12 @@ def test_monitor_republishes_when_the_tag_moved(started: World, state_dir: Path)
 def test_resolve_maps_a_store_error_to_a_short_generic_failure(
     monkeypatch: pytest.MonkeyPatch, state_dir: Path
 ) -> None:
-    from pcmkimg import images
+    from pcmkimg import localstore
 
     def broken(*args: object, **kw: object) -> None:
         raise StoreError("podman said: " + "z" * 300, "look at it", node="controller-1")
 
-    monkeypatch.setattr(images, "resolve_local", broken)
+    monkeypatch.setattr(localstore, "resolve_local", broken)
     monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
     result = act("start", state_dir)
     assert result.rc == OCFRC.ERR_GENERIC
@@ -326,11 +329,13 @@ def test_script_runs_under_the_system_python_and_is_world_executable() -> None:
     assert SCRIPT.read_text().startswith("#!/usr/bin/python3\n")
 
 
-def test_meta_data_imports_only_the_toolkit_and_the_agent_module() -> None:
-    """meta-data runs as nobody, often: no podman-py, lxml or pacemaker runner."""
+def run_script(action: str, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """Run the script's ``action`` under the system python: its stdout and the modules of
+    pcmkimg, podman-py and lxml it imported. The action must exit 0."""
     code = (
-        "import runpy, sys\n"
-        f"sys.argv = [{str(SCRIPT)!r}, 'meta-data']\n"
+        "import os, runpy, sys\n"
+        f"os.environ.update({env or {}!r})\n"
+        f"sys.argv = [{str(SCRIPT)!r}, {action!r}]\n"
         "try:\n"
         f"    runpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n"
         "except SystemExit as exc:\n"
@@ -344,8 +349,86 @@ def test_meta_data_imports_only_the_toolkit_and_the_agent_module() -> None:
         [python, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith('<?xml version="1.0"')
-    assert proc.stderr.split() == ["pcmkimg", "pcmkimg.agent"]
+    return proc.stdout, proc.stderr.split()
+
+
+def test_meta_data_imports_only_the_toolkit_and_the_agent_module() -> None:
+    """meta-data runs as nobody, often: no podman-py, lxml or pacemaker runner."""
+    stdout, modules = run_script("meta-data")
+    assert stdout.startswith('<?xml version="1.0"')
+    assert modules == ["pcmkimg", "pcmkimg.agent"]
+
+
+@pytest.fixture
+def api_socket(tmp_path: Path) -> Iterator[Path]:
+    """A stand-in podman API socket that answers every request with the image of FLOATING."""
+    path = tmp_path / "api.sock"
+    image = {
+        "Id": ID_A,
+        "Digest": DIGEST,
+        "RepoTags": [FLOATING, "reg.example.com/ns1/svc:1.0"],
+        "Created": "2024-05-01T10:00:00.123456789Z",
+    }
+    answer = (
+        b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + json.dumps(image).encode()
+    )
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield path
+    server.shutdown(socket.SHUT_RDWR)  # wakes up the accept()
+    server.close()
+    thread.join(timeout=5)
+
+
+def test_monitor_imports_neither_podman_lxml_images_nor_config(
+    api_socket: Path, state_dir: Path
+) -> None:
+    """monitor runs every 30 s on every node: no podman-py, lxml, config or pacemaker runner."""
+    state_dir.mkdir(mode=0o700)
+    recorded = {
+        "image": FLOATING,
+        "image_id": ID_A,
+        "value": f"reg.example.com/ns1/svc:1.0@{DIGEST}",
+        "attribute": "pcmkimg-svc",
+    }
+    (state_dir / "svc-guard.json").write_text(json.dumps(recorded))
+    env = {
+        "OCF_ROOT": "/usr/lib/ocf",
+        "OCF_RESOURCE_INSTANCE": "svc-guard",
+        "OCF_RESKEY_image": FLOATING,
+        "OCF_RESKEY_podman_url": f"unix://{api_socket}",
+        "OCF_RESKEY_state_dir": str(state_dir),
+        "OCF_RESKEY_CRM_meta_interval": "30000",
+        "HA_LOGFILE": "/dev/null",
+    }
+    loaded = set(run_script("monitor", env)[1])
+    assert "pcmkimg.localstore" in loaded  # the store was read
+    assert not loaded & {"pcmkimg.images", "pcmkimg.config", "pcmkimg.pacemaker"}
+    assert not any(m.split(".")[0] in ("podman", "lxml") for m in loaded)
+
+
+def test_the_local_store_quotes_and_defaults_as_the_library_does() -> None:
+    from urllib.parse import quote
+
+    from pcmkimg import config, localstore
+
+    assert localstore.LOCAL_URL == config.LOCAL_URL == agent.DEFAULT_URL
+    for name in (FLOATING, "[::1]:5000/ns/img:1.0", f"reg.example.com/a_b/c-d@{DIGEST}", "é %/?#"):
+        assert localstore._quote(name) == quote(name, safe="/:@")
 
 
 def test_meta_data_advertises_the_parameters_and_actions() -> None:
