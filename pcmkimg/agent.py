@@ -101,11 +101,28 @@ def _read_state(ctx: Context) -> Published | None:
 
 def _write_state(ctx: Context, state: Published) -> None:
     import json
+    import stat
 
     base = _state_base(ctx)
-    os.makedirs(os.path.dirname(base), mode=0o700, exist_ok=True)
+    directory = os.path.dirname(base)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    st = os.lstat(directory)
+    if (
+        not stat.S_ISDIR(st.st_mode)
+        or st.st_uid != os.geteuid()
+        or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    ):
+        raise OCFError(
+            OCFRC.ERR_PERM,
+            f"state_dir {directory} must be a directory owned by uid {os.geteuid()}, "
+            "not writable by others",
+        )
     tmp = f"{base}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.unlink(tmp)  # a stale one from a crash; never write through what is there
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as out:
         json.dump(asdict(state), out)
     os.replace(tmp, f"{base}.json")
@@ -133,7 +150,9 @@ def _resolve(ctx: Context, recorded: str | None = None):  # type: ignore[no-unty
 
     url = ctx.param("podman_url") or DEFAULT_URL
     try:
-        found = localstore.resolve_local(_image_text(ctx, recorded), url, node=_node(ctx))
+        found = localstore.resolve_local(
+            _image_text(ctx, recorded), url, node=_node(ctx), timeout=8
+        )
         return found if isinstance(found, localstore.Resolved) else None
     except localstore.ImageError as exc:
         ctx.log.error(f"cannot read the image store on {_node(ctx)}: {exc.one_line()}")
@@ -182,7 +201,7 @@ def _set_attribute(ctx: Context, name: str, value: str | None) -> None:
     from pcmkimg import pacemaker
 
     try:
-        runner = pacemaker.Runner()
+        runner = pacemaker.Runner(timeout=10)  # well inside the action's own timeout
         if value is None:
             pacemaker.delete_node_attribute(runner, _node(ctx), name)
         else:
@@ -316,7 +335,7 @@ AGENT = Agent(
         ),
     ],
     actions=[
-        Action("start", timeout=30),
+        Action("start", timeout=60),  # as `pcmkimg guard add` configures it
         Action("stop", timeout=30),
         Action("monitor", timeout=30, interval=30),
         Action("validate-all", timeout=30),

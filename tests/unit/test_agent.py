@@ -227,6 +227,27 @@ def test_start_records_state_and_publishes_the_real_image(world: World, state_di
     assert act("start", state_dir).rc == OCFRC.SUCCESS  # a started resource starts again
 
 
+def test_start_refuses_a_state_dir_others_can_write(world: World, state_dir: Path) -> None:
+    world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
+    state_dir.mkdir(mode=0o777)
+    state_dir.chmod(0o777)
+    result = act("start", state_dir)
+    assert result.rc == OCFRC.ERR_PERM
+    assert "not writable by others" in result.stderr
+    assert not (state_dir / "svc-guard.json").exists()
+
+
+def test_start_never_writes_through_a_planted_symlink(world: World, state_dir: Path) -> None:
+    world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
+    state_dir.mkdir(mode=0o700)
+    victim = state_dir.parent / "victim"
+    victim.write_text("keep")
+    (state_dir / "svc-guard.tmp").symlink_to(victim)
+    assert act("start", state_dir).rc == OCFRC.SUCCESS
+    assert victim.read_text() == "keep"
+    assert not (state_dir / "svc-guard.json").is_symlink()
+
+
 def test_attribute_parameter_overrides_the_name(world: World, state_dir: Path) -> None:
     world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
     assert act("start", state_dir, attribute="galera-image").rc == OCFRC.SUCCESS
