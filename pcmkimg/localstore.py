@@ -11,6 +11,7 @@ from there everywhere else.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -196,7 +197,14 @@ def resolve_with_cli(
 
     argv = [*podman_command, "image", "inspect", "--format", "json", "--", floating]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, "LC_ALL": "C"},  # "image not known" is matched below
+        )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise PodmanCommandFailed(
             f"cannot run {argv[0]}: {err}",

@@ -209,7 +209,11 @@ def open_tunnel(
     try:
         with open(os.path.join(workdir, "ssh.err"), "wb") as err:
             process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env={**os.environ, "LC_ALL": "C"},  # its messages are classified below
             )
     except OSError as exc:
         shutil.rmtree(workdir, ignore_errors=True)
