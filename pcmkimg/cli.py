@@ -384,7 +384,7 @@ def guard() -> None:
 def _floating_of(env: Env, config_el: cib.Element, bundle_id: str, image: str | None) -> str:
     bundle = cib.bundle(config_el, bundle_id)
     name = image or bundle.image
-    if naming.classify(name, env.conf.scheme) is None:
+    if naming.as_floating(name, env.conf.scheme) is None:
         raise UsageError(
             f"bundle {bundle_id} runs {name}, which is not a floating name",
             f"move it to one first (pcmkimg migrate), or give --image "

@@ -174,3 +174,15 @@ def migration_target(legacy_name: Reference | str, scheme: Scheme = DEFAULT_SCHE
     if found.scheme == "common":
         return found.ref
     return floating_name(found.service, scheme)
+
+
+def as_floating(image: str | None, scheme: Scheme = DEFAULT_SCHEME) -> FloatingName | None:
+    """The floating name a bundle's image is, if it is one: not a rollback name, and never an
+    error for a malformed image (that bundle is simply not ours)."""
+    if not image:
+        return None
+    try:
+        found = classify(image, scheme)
+    except InvalidReference:
+        return None
+    return found if found is not None and not found.rollback else None

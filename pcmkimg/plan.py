@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pcmkimg import naming
 from pcmkimg.errors import PcmkimgError, UsageError
-from pcmkimg.reference import InvalidReference, Reference
+from pcmkimg.reference import Reference
 
 
 class UnknownService(UsageError):
@@ -108,10 +108,7 @@ def find_bundle(
 
 
 def _classify(image: str, scheme: naming.Scheme) -> naming.FloatingName | None:
-    try:
-        return naming.classify(image, scheme) if image else None
-    except InvalidReference:
-        return None
+    return naming.as_floating(image, scheme)
 
 
 def order_nodes(facts: Sequence[NodeFacts]) -> list[NodeFacts]:

@@ -48,10 +48,7 @@ def floating_bundles(
     """Bundles behind a floating name (all, or those named by service or bundle id)."""
     found = []
     for bundle in cib.bundles(cluster.config):
-        try:
-            name = naming.classify(bundle.image, scheme) if bundle.image else None
-        except InvalidReference:
-            name = None
+        name = naming.as_floating(bundle.image, scheme)
         if name is None:
             continue
         if wanted and bundle.id not in wanted and name.service not in wanted:
