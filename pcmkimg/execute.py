@@ -202,7 +202,7 @@ class NodeResult:
     down_seconds: float = 0.0
     container_before: str | None = None
     container_after: str | None = None
-    result: str = "pending"  # ok | unchanged | started | retag-only | rolled-back
+    result: str = "pending"  # ok | unchanged | started | retag-only | rolled-back | rollback-failed
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -355,6 +355,12 @@ class Updater:
         container = replica.container_id if replica and replica.active else None
         res.container_before, running_image = self.container_image(node, container)
         if started_here and container is not None:
+            if running_image != target_id:
+                raise pacemaker.RestartFailedError(
+                    f"the replica started on {node} runs {str(running_image)[:12]}, "
+                    f"not {target_id[:12]}",
+                    "check the bundle's image in the CIB: it must be the floating name",
+                )
             res.result = "started"
             res.container_after = res.container_before
             self.say(f"{node}: the replica runs again, on {str(running_image)[:12]}")
@@ -429,14 +435,13 @@ class Updater:
         monitor would (same attribute, same value)."""
         from pcmkimg.agent import describe
 
-        found = store.resolve(bundle.floating)
-        if not isinstance(found, images.Resolved):
-            return
         try:
-            pacemaker.set_node_attribute(
-                self.runner, node, f"pcmkimg-{bundle.service}", describe(found)
-            )
-        except pacemaker.PacemakerError as exc:  # informative only; the guard refreshes it
+            found = store.resolve(bundle.floating)
+            if isinstance(found, images.Resolved):
+                pacemaker.set_node_attribute(
+                    self.runner, node, f"pcmkimg-{bundle.service}", describe(found)
+                )
+        except PcmkimgError as exc:  # informative only; the guard's monitor refreshes it
             self.say(f"{node}: could not update the node attribute: {exc.message}")
 
     def rollback_node(self, bundle: plan.BundleRef, node: str, res: NodeResult) -> None:
@@ -450,6 +455,7 @@ class Updater:
             f"`pcs resource cleanup {bundle.id} --node {node}`"
         )
         if res.before is None:
+            res.result = "rollback-failed"
             self.record("rollback-failed", service=bundle.service, node=node, error="no previous")
             raise RollbackFailed(
                 f"update of {bundle.service} failed on {node}, which had no image behind "
@@ -479,6 +485,7 @@ class Updater:
                     "see `pcmkimg status`",
                 )
         except PcmkimgError as exc:
+            res.result = "rollback-failed"
             self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
             raise RollbackFailed(
                 f"update of {bundle.service} failed on {node}, and so did its rollback: "

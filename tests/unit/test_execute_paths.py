@@ -490,11 +490,6 @@ def test_a_failure_when_the_name_did_not_move_is_raised_as_it_is(
     assert entries(tmp_path, "retag")[0]["moved"] is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="execute.py:327: Updater.publish runs after the retag but outside the try that rolls "
-    "back; a store error in its resolve() escapes update_node with the floating name moved",
-)
 def test_a_store_error_while_publishing_does_not_leave_the_name_moved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
