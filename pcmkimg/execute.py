@@ -253,7 +253,12 @@ class Updater:
     keepalive: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def record(self, event: str, **fields: object) -> None:
-        self.journal.record(event, **fields)
+        """Journal a step. A journal that can't be written (a full disk) must not stop an
+        update half-way: the failure is said, and the update goes on."""
+        try:
+            self.journal.record(event, **fields)
+        except OSError as exc:
+            self.say(f"could not write the journal {self.journal.path}: {exc.strerror}")
 
     # -- steps ----------------------------------------------------------------------------
 

@@ -316,15 +316,21 @@ class Store:
 
     @contextlib.contextmanager
     def _talking(self, ref: object = None) -> Iterator[None]:
-        """Turn a lost connection to the podman service into NodeUnreachable."""
+        """Turn a lost connection to the podman service into NodeUnreachable, and any other
+        refusal that the code inside did not handle (a 404 it expects, say) into StoreError."""
         from podman.errors import APIError
 
         try:
             yield
         except APIError as err:
-            if err.response is not None:
-                raise
-            raise self._unreachable(err, ref) from err
+            if err.response is None:
+                raise self._unreachable(err, ref) from err
+            raise StoreError(
+                f"the podman API service refused: {err.explanation or err}",
+                "run the same request with the podman command on the node to see the cause",
+                node=self.node,
+                ref=ref,
+            ) from err
         except OSError as err:  # requests' ConnectionError, ReadTimeout, ... are OSErrors
             raise self._unreachable(err, ref) from err
 
