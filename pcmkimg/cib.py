@@ -95,7 +95,8 @@ def parse_xml(data: XmlInput, *, what: str = "CIB", fix: str = _FIX_CIB) -> Elem
             f"{what} XML is malformed at line {line}, column {column}: {exc.msg}", fix
         ) from None
     tree = root.getroottree()
-    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
+    docinfo = tree.docinfo
+    if getattr(docinfo, "doctype", "") or getattr(docinfo, "internalDTD", None) is not None:
         raise CibParseError(f"{what} XML has a DOCTYPE (refused: entities are never expanded)", fix)
     if any(isinstance(node, etree._Entity) for node in root.iter()):
         raise CibParseError(f"{what} XML has entity references (refused)", fix)
@@ -472,7 +473,8 @@ def nodes(cib: Element) -> list[Node]:
         found[uname] = Node(id=el.get("id", uname), uname=uname, kind=kind)
     resources = _section(cib, "resources")
     for prim in resources.iter("primitive"):
-        if prim.getparent() is not None and prim.getparent().tag == "bundle":
+        parent = prim.getparent()
+        if parent is not None and parent.tag == "bundle":
             continue
         pid = prim.get("id", "")
         if (prim.get("class"), prim.get("provider"), prim.get("type")) == (
@@ -815,7 +817,7 @@ def _shallow(el: Element) -> Element:
 
 
 def _diff_attrs(old: Element, new: Element, out: Element) -> None:
-    if dict(old.attrib) == dict(new.attrib):
+    if dict(old.attrib.items()) == dict(new.attrib.items()):
         return
     change = etree.SubElement(out, "change", operation="modify", path=_xpath(old))
     changes = etree.SubElement(change, "change-list")
@@ -906,7 +908,7 @@ def make_change(original: Element, edited: Element, description: str) -> CibChan
     content differs, and build the patch."""
     changes = etree.Element("changes")
     _diff_children(original, edited, changes)
-    if len(changes) or dict(original.attrib) != dict(edited.attrib):
+    if len(changes) or dict(original.attrib.items()) != dict(edited.attrib.items()):
         version = cib_version(original)
         edited.set("epoch", str(version.epoch + 1))
         edited.set("num_updates", "0")
@@ -946,8 +948,7 @@ def _guard_clone_element(cib: Element, bundle_id: str, floating_name: str, recor
     prim = etree.SubElement(
         clone,
         "primitive",
-        id=ids["primitive"],
-        **dict(zip(("class", "provider", "type"), GUARD_AGENT)),
+        attrib={"id": ids["primitive"], **dict(zip(("class", "provider", "type"), GUARD_AGENT))},
     )
     ia = etree.SubElement(prim, "instance_attributes", id=f"{ids['primitive']}-instance_attributes")
     etree.SubElement(ia, "nvpair", id=f"{ia.get('id')}-image", name="image", value=floating_name)
@@ -973,11 +974,17 @@ def _guard_clone_element(cib: Element, bundle_id: str, floating_name: str, recor
     return clone
 
 
+def _detach(el: Element) -> None:
+    parent = el.getparent()
+    if parent is not None:
+        parent.remove(el)
+
+
 def _ensure_constraint(cib: Element, tag: str, attrs: dict[str, str]) -> None:
     constraints = _section(cib, "constraints")
     existing = _by_id(cib, attrs["id"])
     if existing is None:
-        etree.SubElement(constraints, tag, **attrs)
+        etree.SubElement(constraints, tag, attrib=attrs)
         return
     if existing.tag != tag or existing.getparent() is not constraints:
         raise GuardConflictError(
@@ -1065,14 +1072,14 @@ def remove_guard(cib: Element, bundle_id: str) -> CibChange:
         if not isinstance(constraint.tag, str):
             continue
         if any(constraint.get(a) in guard_names for a in _REFERENCE_ATTRS):
-            constraint.getparent().remove(constraint)
+            _detach(constraint)
         elif any(ref.get("id") in guard_names for ref in constraint.iter("resource_ref")):
             raise GuardConflictError(
                 f"constraint {constraint.get('id')!r} names the guard in a resource set",
                 f"remove the guard from it (`pcs constraint delete {constraint.get('id')}`)",
             )
     record = _nvpairs(clone, "meta_attributes").get(GUARD_RECORD)
-    clone.getparent().remove(clone)
+    _detach(clone)
     if record is not None:
         value = None if record == GUARD_RECORD_UNSET else record
         _set_nvpair(
@@ -1096,7 +1103,7 @@ def clear_cli_constraints(
             and (node is None or el.get("node") == node)
         ):
             removed.append(el.get("id", ""))
-            el.getparent().remove(el)
+            _detach(el)
     what = ", ".join(removed) if removed else "nothing"
     return make_change(cib, new, f"clear {what}")
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Callable, Literal, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 from pcmkimg import naming
 from pcmkimg.config import Config
@@ -540,7 +540,9 @@ class Store:
         image_id = None
         try:
             with self._talking(text):
-                lines = self.client.images.pull(
+                # With stream=True podman-py returns an iterator of decoded dicts; its
+                # annotation is the union of every mode.
+                lines: Iterator[Any] = self.client.images.pull(  # type: ignore[assignment]
                     text, stream=True, decode=True, tls_verify=tls_verify
                 )
                 for line in lines:

@@ -52,7 +52,11 @@ class Journal:
     run: str
 
     def record(self, event: str, **fields: object) -> None:
-        line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run": self.run, "event": event}
+        line: dict[str, object] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "run": self.run,
+            "event": event,
+        }
         line.update(fields)
         data = (json.dumps(line, sort_keys=True) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)

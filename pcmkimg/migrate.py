@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pcmkimg import cib, images, lease, naming, pacemaker
 from pcmkimg.errors import PcmkimgError
@@ -132,7 +133,7 @@ def _containers(stores: Stores, nodes: Sequence[str], prefix: str) -> dict[str, 
 
 def run_migration(
     runner: pacemaker.Runner, stores: Stores, m: Migration, say: Say, timeout: float = 300
-) -> dict[str, object]:
+) -> dict[str, Any]:
     ids = check_nodes(m, stores)
     with lease.held(runner):
         before = _containers(stores, m.nodes, f"{m.bundle}-")

@@ -292,8 +292,8 @@ def signals_held() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        for signum in dict.fromkeys(pending):
-            signal.raise_signal(signum)
+        for held in dict.fromkeys(pending):
+            signal.raise_signal(held)
 
 
 # --------------------------------------------------------------------------- CIB and status

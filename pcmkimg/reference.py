@@ -444,7 +444,7 @@ def validate_domain(domain: str) -> str:
 
 def validate_path_component(component: str) -> str:
     """Return ``component`` if it is one valid path component, else raise InvalidReference."""
-    problem = _NOT_STR
+    problem: _Problem | None = _NOT_STR
     if isinstance(component, str):
         problem = _path_problem(component)
         if problem is None and "/" in component:
