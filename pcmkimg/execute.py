@@ -338,7 +338,13 @@ class Updater:
             self.record("failed", service=bundle.service, node=node, error=exc.one_line())
             self.say(f"{node}: FAILED: {exc.message}")
             if not retag.moved:
-                raise
+                # A re-run: the name was moved by an earlier, interrupted run. A start that
+                # failed on the new image is rolled back to the image kept under the rollback
+                # name; anything else changed nothing here and is reported as it is.
+                previous = self.previous_image(bundle, store, target_id)
+                if previous is None or not isinstance(exc, pacemaker.RestartFailedError):
+                    raise
+                res.before = previous
             self.rollback_node(bundle, node, res)
             res.result = "rolled-back"
             raise UpdateFailed(
@@ -407,6 +413,20 @@ class Updater:
         )
         self.say(f"{node}: healthy on {target_id[:12]} after {res.down_seconds:.1f}s")
         return res
+
+    def previous_image(
+        self, bundle: plan.BundleRef, store: images.Store, target_id: str
+    ) -> str | None:
+        """The image ID under the rollback name, if there is one other than the target."""
+        found = naming.classify(bundle.floating, store.config.scheme)
+        back = naming.rollback_name(found.service if found else bundle.service, store.config.scheme)
+        try:
+            held = store.resolve(back)
+        except PcmkimgError:
+            return None
+        if isinstance(held, images.Resolved) and held.id != target_id:
+            return held.id
+        return None
 
     def heal_guard(self, bundle: plan.BundleRef, node: str) -> bool:
         """Clean up the guard's failures on ``node`` now that the floating name is there.

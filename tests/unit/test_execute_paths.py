@@ -490,6 +490,29 @@ def test_a_failure_when_the_name_did_not_move_is_raised_as_it_is(
     assert entries(tmp_path, "retag")[0]["moved"] is False
 
 
+def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-run after an interrupted update to a broken image: the name already names it, and
+    the start fails. The node goes back to the image kept under the rollback name."""
+    store = store_on_old("controller-0")
+    store.names[key(FLOATING)] = NEW_ID
+    store.names[key(BACK)] = OLD_ID
+    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    failed = pacemaker.RestartFailedError(
+        "restart of galera-bundle on controller-0 failed: start error", "fix the cause"
+    )
+    cluster.restart_errors["controller-0"] = (failed, True)
+    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+
+    assert isinstance(raised, execute.UpdateFailed) and raised.__cause__ is failed
+    assert not res.retagged and res.rolled_back and res.result == "rolled-back"
+    assert res.before == OLD_ID
+    assert store.names[FLOATING] == OLD_ID and store.names[BACK] == NEW_ID
+    assert store.image_of(container_of("controller-0")) == OLD_ID
+    assert events(tmp_path) == ["retag", "restart", "failed", "rolled-back"]
+
+
 def test_a_store_error_while_publishing_does_not_leave_the_name_moved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
