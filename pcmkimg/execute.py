@@ -202,7 +202,9 @@ class NodeResult:
     down_seconds: float = 0.0
     container_before: str | None = None
     container_after: str | None = None
-    result: str = "pending"  # ok | unchanged | started | retag-only | rolled-back | rollback-failed
+    # ok | unchanged | started | retag-only | rolled-back | rollback-failed | failed; "pending"
+    # only while the node is being worked on, or when an interruption stopped it.
+    result: str = "pending"
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -333,6 +335,12 @@ class Updater:
         started = time.monotonic()
         try:
             return self._restart_if_needed(bundle, res, target_id, restart)
+        except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
+            # A ban left behind, or the lease lost to another process: no rollback now, it
+            # could not work (the ban) or would race the other holder (the lease).
+            res.result = "failed"
+            self.record("failed", service=bundle.service, node=node, error=exc.one_line())
+            raise
         except PcmkimgError as exc:
             res.down_seconds = time.monotonic() - started
             self.record("failed", service=bundle.service, node=node, error=exc.one_line())
@@ -343,6 +351,7 @@ class Updater:
                 # name; anything else changed nothing here and is reported as it is.
                 previous = self.previous_image(bundle, store, target_id)
                 if previous is None or not isinstance(exc, pacemaker.RestartFailedError):
+                    res.result = "failed"
                     raise
                 res.before = previous
             self.rollback_node(bundle, node, res)
@@ -365,7 +374,12 @@ class Updater:
         replica = status.replica_on(bundle.id, node)
         container = replica.container_id if replica and replica.active else None
         res.container_before, running_image = self.container_image(node, container)
-        if started_here and container is not None:
+        if started_here:
+            if container is None:
+                raise pacemaker.RestartFailedError(
+                    f"the replica did not start on {node} after the guard's cleanup",
+                    "see `crm_mon` for the failed start",
+                )
             if running_image != target_id:
                 raise pacemaker.RestartFailedError(
                     f"the replica started on {node} runs {str(running_image)[:12]}, "
@@ -489,6 +503,7 @@ class Updater:
             )
         self.say(f"{node}: rolling back to {back} ({res.before[:12]})")
         try:
+            self.keepalive()
             store.retag(bundle.floating, back)
             self.publish(bundle, node, store)
             replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
@@ -502,6 +517,7 @@ class Updater:
                 )
             _, running = self.container_image(node, replica.container_id)
             if running != res.before:
+                self.keepalive()
                 pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
                 _, running = self.container_image(node, replica.container_id)
             if running != res.before:
@@ -509,6 +525,10 @@ class Updater:
                     f"the replica on {node} runs {str(running)[:12]}, not {res.before[:12]}",
                     "see `pcmkimg status`",
                 )
+        except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
+            res.result = "rollback-failed"
+            self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
+            raise  # its own message and fix say what is left behind
         except PcmkimgError as exc:
             res.result = "rollback-failed"
             self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())

@@ -209,20 +209,24 @@ def held(runner: Runner, ttl: float = DEFAULT_TTL) -> Iterator[Lease]:
     """Hold the lease for a block; released on every exit path (SIGINT and SIGTERM too)."""
     with sigterm_raises():
         lease = acquire(runner, ttl)
-        failed = True
+        first: BaseException | None = None
         try:
             yield lease
-            failed = False
+        except BaseException as exc:
+            first = exc
+            raise
         finally:
             with signals_held():
                 try:
                     release(runner, lease)
                 except PcmkimgError as exc:
-                    error = LeaseNotReleasedError(
-                        f"the update lease could not be released: {exc.message}",
+                    before = ""
+                    if first is not None:
+                        said = first.one_line() if isinstance(first, PcmkimgError) else first
+                        before = f" (after: {said or type(first).__name__})"
+                    # Never let an interruption or another error hide a lease left behind.
+                    raise LeaseNotReleasedError(
+                        f"the update lease could not be released: {exc.message}{before}",
                         "`crm_attribute --type crm_config --name pcmkimg-lease --delete` once "
                         "no pcmkimg runs",
-                    )
-                    if not failed:
-                        raise error from exc
-                    log.error("%s", error.one_line())  # the first error stays the one reported
+                    ) from exc

@@ -289,11 +289,18 @@ def signals_held() -> Iterator[None]:
     previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
-    finally:
+    except BaseException:
+        # An error of the cleanup itself (a ban left behind, say) is what the user must see:
+        # a signal that came meanwhile must not replace it.
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        for held in dict.fromkeys(pending):
-            signal.raise_signal(held)
+        if pending:
+            log.warning("signal %s during cleanup: reporting the cleanup's error", pending[0])
+        raise
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+    for held in dict.fromkeys(pending):
+        signal.raise_signal(held)
 
 
 # --------------------------------------------------------------------------- CIB and status

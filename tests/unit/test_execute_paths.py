@@ -482,7 +482,7 @@ def test_a_failure_when_the_name_did_not_move_is_raised_as_it_is(
     res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
 
     assert raised is error
-    assert not res.retagged and not res.rolled_back and res.result == "pending"
+    assert not res.retagged and not res.rolled_back and res.result == "failed"
     assert store.names[FLOATING] == NEW_ID and store.names[BACK] == OLD_ID
     assert store.called("retag") == [f"{FLOATING} -> {NEW_REF}"]  # no rollback retag
     assert cluster.kinds("attribute", "cleanup") == []
@@ -949,3 +949,34 @@ def test_preflight_refuses_a_target_node_that_went_away() -> None:
     assert preflight("base.xml", "mon-ok.xml", ["controller-9"]) == [
         "target node controller-9 is no longer online and active"
     ]
+
+
+def test_a_healed_node_whose_replica_does_not_start_is_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard's failure is cleaned up but the replica stays down: never "retag-only"."""
+    store = store_after_update("controller-2", running_image=None)
+    cluster = FakeCluster({"controller-2": store}, config="guard.xml").install(monkeypatch)
+    cluster.extra_failures.append(guard_failure("controller-2"))
+    cluster.starts_on_cleanup = False
+    res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
+    updater = make_updater(tmp_path, {store.node: store})
+    with pytest.raises(pacemaker.RestartFailedError, match="did not start"):
+        updater._restart_if_needed(BUNDLE, res, NEW_ID, True)
+
+
+def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = store_on_old("controller-0")
+    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    ban = pacemaker.BanNotRemovedError(
+        "cli-ban-galera-bundle-on-controller-0 could not be removed after an interruption: x",
+        "`crm_resource --clear --resource galera-bundle --node controller-0`",
+    )
+    cluster.restart_errors["controller-0"] = (ban, True)
+    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    assert raised is ban
+    assert res.result == "failed" and not res.rolled_back
+    assert store.names[FLOATING] == NEW_ID  # left for the operator, with the ban's fix
+    assert cluster.kinds("cleanup") == []
