@@ -274,7 +274,19 @@ def monitor(ctx: Context) -> int:
         )
         return OCFRC.DEGRADED
     if resolved.id != state.image_id or describe(resolved) != state.value:
-        new = _publish(ctx, resolved)
+        try:
+            new = _publish(ctx, resolved)
+        except (OCFError, OSError) as exc:
+            # The replica is fine: a failed monitor here would restart it. Say it, degraded.
+            why = exc.reason if isinstance(exc, OCFError) else str(exc)
+            ctx.log.error(f"could not record the new image: {why}")
+            ctx.exit_reason(
+                fit(
+                    f"could not record the new image: {why}",
+                    "could not record the new image (see log)",
+                )
+            )
+            return OCFRC.DEGRADED
         ctx.log.info(f"{new.image} moved to {new.value} ({new.image_id[:12]})")
     return OCFRC.SUCCESS
 

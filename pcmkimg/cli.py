@@ -43,6 +43,7 @@ def exit_code(exc: BaseException) -> int:
         (
             (
                 execute.RollbackFailed,
+                GuardHalfWired,
                 pacemaker.BanNotRemovedError,
                 lease.LeaseNotReleasedError,
                 migrate.MigrationIncomplete,
@@ -305,7 +306,10 @@ def update(
             updater.run(the_plan, target, digest, not no_restart, report)
         except BaseException as exc:
             exc.report = report.as_dict()  # type: ignore[attr-defined]
-            jrnl.record("aborted", service=the_plan.bundle.service, error=str(exc))
+            try:
+                jrnl.record("aborted", service=the_plan.bundle.service, error=str(exc))
+            except OSError:
+                pass  # the error being reported matters more than its journal line
             raise
     env.say(report.summary())
     env.out(
@@ -338,7 +342,8 @@ def rollback(service: str, node: str, timeout: int) -> None:
     )
     back = naming.rollback_name(bundle.service, env.conf.scheme)
     jrnl = journal.open_journal(_journal_path(env))
-    with _stores(env) as stores, lease.held(env.runner):
+    ttl = max(lease.DEFAULT_TTL, 4 * timeout + 120)
+    with _stores(env) as stores, lease.held(env.runner, ttl) as held:
         store = stores.get(node)
         target = store.resolve(back)
         from pcmkimg import images
@@ -348,10 +353,22 @@ def rollback(service: str, node: str, timeout: int) -> None:
                 f"{back} does not exist on {node}: there is nothing to roll back to",
                 f"use pcmkimg update --node {node} {bundle.service} --image REF",
             )
-        updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout)
+
+        def renew() -> None:
+            lease.renew(env.runner, held, ttl)
+
+        updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout, renew)
         res = execute.NodeResult(node)
-        jrnl.record("rollback", service=bundle.service, node=node, to=target.id)
-        updater.update_node(bundle, res, back, target.id, True)
+        updater.record("rollback", service=bundle.service, node=node, to=target.id)
+        try:
+            updater.update_node(bundle, res, back, target.id, True)
+        except execute.UpdateFailed as exc:
+            raise execute.UpdateFailed(
+                f"rollback of {bundle.service} on {node} failed, and {node} was put back on "
+                f"the image it ran before: {exc.message}",
+                f"the image under {back} does not start on {node}; update the node to a "
+                "working image instead",
+            ) from exc
     env.out(res.as_dict(), [f"{node}: {bundle.floating} -> {target.id[:12]} ({res.result})"])
 
 
@@ -414,18 +431,28 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
         cmds = [cmds[0], ["crm_resource", "--wait"], *cmds[1:]]
         env.out({"commands": cmds}, [shlex.join(c) for c in cmds])
         return
+    existed = cib.bundle(current, bundle).guard is not None
     first = pacemaker.update_cib(
         env.runner, lambda c: cib.add_guard(c, bundle, floating, constraints=False)
     )
+    missing: list[str] = []
     try:
         if not first.empty:
             env.say(f"{first.description}; waiting for it to start")
             pacemaker.wait(env.runner, timeout)
-        _guard_started_or_undo(env, bundle, floating)
+        missing = _guard_missing(env, bundle)
+        if missing:
+            service = naming.classify(floating, env.conf.scheme)
+            raise execute.PreflightFailed(
+                f"the guard did not start on {', '.join(missing)}, where {bundle} runs: "
+                f"{floating} is missing there; wiring it would stop those replicas, so "
+                + ("nothing was wired" if not existed else "no constraint was added"),
+                f"pcmkimg update --node {missing[0]} {service.service if service else bundle} "
+                "--image REF, then pcmkimg guard add again",
+            )
     except BaseException:
-        if not first.empty:  # leave nothing half-wired behind
-            with pacemaker.signals_held():
-                pacemaker.update_cib(env.runner, lambda c: cib.remove_guard(c, bundle))
+        if not existed:  # leave nothing half-wired behind; a guard that was there stays
+            _undo_guard(env, bundle, missing)
         raise
     change = pacemaker.update_cib(env.runner, lambda c: cib.add_guard(c, bundle, floating))
     changed = not (first.empty and change.empty)
@@ -435,32 +462,38 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
     )
 
 
-def _guard_started_or_undo(env: Env, bundle: str, floating: str) -> None:
-    """The new guard clone runs wherever a replica runs; else remove it and say why."""
+class GuardHalfWired(PcmkimgError):
+    """A guard clone that `guard add` created could not be removed again."""
+
+
+def _guard_missing(env: Env, bundle: str) -> list[str]:
+    """Nodes where a replica runs but the guard clone does not."""
     cluster = execute.read_cluster(env.runner)
     guard = cib.bundle(cluster.config, bundle).guard
-    if guard is None:
-        raise execute.PreflightFailed(
-            f"the guard of {bundle} vanished while it was being added", "run guard add again"
-        )
-    started = cib.clone_instances(cluster.mon, guard.clone_id)
-    missing = sorted(
+    started = cib.clone_instances(cluster.mon, guard.clone_id) if guard else {}
+    return sorted(
         r.node
         for r in cluster.status.replicas_of(bundle)
         if r.active and r.node and r.node not in started
     )
-    if not missing:
-        return
-    pacemaker.update_cib(env.runner, lambda c: cib.remove_guard(c, bundle))
-    for node in missing:
-        pacemaker.cleanup(env.runner, guard.primitive_id, node)
-    service = naming.classify(floating, env.conf.scheme)
-    raise execute.PreflightFailed(
-        f"the guard did not start on {', '.join(missing)}, where {bundle} runs: {floating} is "
-        "missing there; wiring it would stop those replicas, so nothing was wired",
-        f"pcmkimg update --node {missing[0]} {service.service if service else bundle} "
-        "--image REF, then pcmkimg guard add again",
-    )
+
+
+def _undo_guard(env: Env, bundle: str, nodes: Sequence[str]) -> None:
+    """Remove a guard clone this run created, and forget its failed starts."""
+    guard_id = cib.guard_ids(bundle)["primitive"]
+    with pacemaker.signals_held():
+        try:
+            pacemaker.update_cib(env.runner, lambda c: cib.remove_guard(c, bundle))
+        except PcmkimgError as exc:
+            raise GuardHalfWired(
+                f"the guard clone of {bundle} could not be removed again: {exc.message}",
+                f"pcmkimg guard remove {bundle}",
+            ) from exc
+        for node in nodes:
+            try:
+                pacemaker.cleanup(env.runner, guard_id, node)
+            except PcmkimgError:
+                pass  # its history goes with the resource; a cleanup is only tidiness
 
 
 @guard.command("remove")
@@ -599,6 +632,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         _fail(env(), KeyboardInterrupt())
     except click.UsageError as exc:
         exc.show()
+        if "--json" in args:
+            doc = {"error": " ".join(exc.format_message().split()), "exit_code": BAD_INPUT}
+            click.echo(json.dumps(doc, indent=2, sort_keys=True))
         sys.exit(BAD_INPUT)
     except click.ClickException as exc:
         _fail(env(), exc)

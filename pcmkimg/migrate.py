@@ -70,12 +70,15 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
         )
     bundle, _ = matches[0]
     found = naming.classify(bundle.image, scheme)
-    if found is not None and found.scheme == "common":
+    if found is not None and found.scheme == "common" and not found.rollback:
         raise NothingToMigrate(
             f"bundle {bundle.id} already runs on the floating name {bundle.image}",
             f"nothing to do; see pcmkimg status {found.service}",
         )
-    if found is not None:
+    if found is not None and found.rollback:
+        service = found.service
+        target = naming.floating_name(service, scheme)
+    elif found is not None:
         target = naming.migration_target(bundle.image, scheme)
         service = found.service
     else:
@@ -131,11 +134,19 @@ def _containers(stores: Stores, nodes: Sequence[str], prefix: str) -> dict[str, 
     return out
 
 
+def _unmanaged(runner: pacemaker.Runner, bundle: str) -> bool:
+    """Whether the bundle is unmanaged now (True when that can't be read: say it may be)."""
+    try:
+        return not cib.bundle(pacemaker.query_cib(runner), bundle).is_managed
+    except PcmkimgError:
+        return True
+
+
 def run_migration(
     runner: pacemaker.Runner, stores: Stores, m: Migration, say: Say, timeout: float = 300
 ) -> dict[str, Any]:
     ids = check_nodes(m, stores)
-    with lease.held(runner):
+    with lease.held(runner, max(lease.DEFAULT_TTL, 3 * timeout + 120)):
         before = _containers(stores, m.nodes, f"{m.bundle}-")
         for node in m.nodes:
             stores.get(node).retag(m.floating, m.current)
@@ -149,23 +160,27 @@ def run_migration(
                 config, moved.new_cib, f"{m.bundle}: unmanaged, image {m.floating}"
             )
 
-        pacemaker.update_cib(runner, edit)
-        say(f"{m.bundle}: image is now {m.floating} (unmanaged while re-probing)")
+        changed = False
         try:
+            pacemaker.update_cib(runner, edit)
+            changed = True
+            say(f"{m.bundle}: image is now {m.floating} (unmanaged while re-probing)")
             pacemaker.refresh(runner, m.bundle)
             pacemaker.wait(runner, timeout)
+            pacemaker.update_cib(
+                runner, lambda c: cib.set_bundle_meta(c, m.bundle, "is-managed", previous)
+            )
         except (PcmkimgError, KeyboardInterrupt, pacemaker.Terminated) as exc:
             # Managed again before the re-probe recorded the new name, every replica would
             # restart: leave the bundle unmanaged and say how to finish.
+            if not changed and not _unmanaged(runner, m.bundle):
+                raise
             raise MigrationIncomplete(
-                f"{m.bundle} now names {m.floating} but is left unmanaged: the re-probe did not "
-                f"finish ({exc})",
+                f"{m.bundle} may be left unmanaged (image {m.floating}): the migration did not "
+                f"finish ({exc.one_line() if isinstance(exc, PcmkimgError) else 'interrupted'})",
                 f"`crm_resource --refresh --resource {m.bundle}`, `crm_resource --wait`, then "
                 f"`pcs resource manage {m.bundle}`",
             ) from exc
-        pacemaker.update_cib(
-            runner, lambda c: cib.set_bundle_meta(c, m.bundle, "is-managed", previous)
-        )
         pacemaker.wait(runner, timeout)
         after = _containers(stores, m.nodes, f"{m.bundle}-")
     restarted = sorted(k for k, v in before.items() if after.get(k) != v)

@@ -465,3 +465,17 @@ def test_meta_data_advertises_the_parameters_and_actions() -> None:
     actions = {a.get("name"): a for a in doc.iterfind("actions/action")}
     assert {"start", "stop", "monitor", "validate-all", "meta-data"} <= set(actions)
     assert actions["monitor"].get("interval") == "30s"
+
+
+def test_monitor_that_cannot_record_a_moved_tag_is_degraded_not_failed(
+    started: World, state_dir: Path
+) -> None:
+    """A failed monitor would restart the replica (order + colocation): degraded instead."""
+    started.store = resolved(ID_B, "reg.example.com/ns2/svc:1.1")
+    state_dir.chmod(0o777)  # the state can no longer be written safely
+    try:
+        result = act("monitor", state_dir)
+    finally:
+        state_dir.chmod(0o700)
+    assert result.rc == OCFRC.DEGRADED
+    assert "could not record the new image" in result.stderr
