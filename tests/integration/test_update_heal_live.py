@@ -12,34 +12,15 @@ GUARD = f"{BUNDLE}-guard"
 
 
 def containers(cl) -> dict[str, tuple[str, str]]:
-    found = {}
-    for node in cl.names:
-        for c in json.loads(cl.podman(node, "ps", "--format", "json").stdout or "[]"):
-            if c["Names"][0].startswith(BUNDLE):
-                found[node] = (c["Id"], c["ImageID"])
-    return found
+    return cl.containers(BUNDLE)
 
 
 @pytest.fixture(scope="module")
 def guarded(cluster_sandbox):
-    sb = cluster_sandbox
-    cl = sb.cluster
-    cl.seed(sb.ref("ns1/svc:1.0"), FLOATING)
-    cl.create_bundle(BUNDLE, FLOATING)
-    cl.pcmkimg("controller-0", "guard", "add", BUNDLE)
-    yield sb
-    cl.delete_bundle(BUNDLE)
-    for node in cl.names:
-        cl.podman(
-            node,
-            "rmi",
-            "-f",
-            FLOATING,
-            "cluster.common.tag/heal:pcmkprevious",
-            sb.ref("ns1/svc:1.0"),
-            sb.ref("ns2/svc:1.1"),
-            check=False,
-        )
+    with cluster_sandbox.cluster.guarded_bundle(
+        BUNDLE, FLOATING, cluster_sandbox.ref("ns1/svc:1.0")
+    ):
+        yield cluster_sandbox
 
 
 def test_update_of_a_refused_node_brings_its_replica_back(guarded):

@@ -10,12 +10,13 @@ socat bridge over a unix socket, so one image reference works everywhere.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,6 +138,38 @@ class Cluster:
         )
         self.run("controller-0", ["crm_resource", "--cleanup"], check=False)
         wait_idle(self)
+
+    def containers(self, prefix: str) -> dict[str, tuple[str, str]]:
+        """Node -> (container ID, image ID) of the running container named ``prefix...``."""
+        found = {}
+        for node in self.names:
+            for c in json.loads(self.podman(node, "ps", "--format", "json").stdout or "[]"):
+                if c["Names"][0].startswith(prefix):
+                    found[node] = (c["Id"], c["ImageID"])
+        return found
+
+    @contextlib.contextmanager
+    def guarded_bundle(self, bundle: str, floating: str, ref: str) -> Iterator[None]:
+        """A bundle on ``floating`` (tagged from ``ref`` on every node) with the guard wired;
+        removed afterwards with every image name the test may have given the nodes."""
+        self.seed(ref, floating)
+        self.create_bundle(bundle, floating)
+        self.pcmkimg("controller-0", "guard", "add", bundle)
+        try:
+            yield
+        finally:
+            self.delete_bundle(bundle)
+            previous = floating.rsplit(":", 1)[0] + ":pcmkprevious"
+            for node in self.names:
+                out = self.podman(node, "images", "--format", "json", check=False).stdout
+                names = {n for i in json.loads(out or "[]") for n in i.get("Names") or ()}
+                ours = [
+                    n
+                    for n in names
+                    if n in (floating, previous) or n.startswith(ref.rsplit("/", 2)[0] + "/")
+                ]
+                if ours:
+                    self.podman(node, "rmi", *ours, check=False)  # never one in use
 
     def crm_mon(self, node: str = "controller-0") -> etree._Element:
         out = self.run(node, ["crm_mon", "-1", "--output-as=xml"], timeout=60)
