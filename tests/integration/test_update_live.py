@@ -544,8 +544,13 @@ def test_a_second_update_while_one_runs_is_refused_naming_the_holder(stack: Stac
     assert set(floating_ids(stack.cl).values()) == {stack.id_of(NEW)}
 
 
-def test_sigterm_during_a_restart_leaves_no_ban_no_lease_and_a_rerun_finishes(
-    stack: Stack,
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
+    ids=["SIGTERM", "Ctrl-C"],
+)
+def test_a_signal_during_a_restart_leaves_no_ban_no_lease_and_a_rerun_finishes(
+    stack: Stack, signum: int, code: int, said: str
 ) -> None:
     ensure(stack, NEW)
     args = ("update", SERVICE, "--image", stack.ref(OLD), "--all")
@@ -558,14 +563,14 @@ def test_sigterm_during_a_restart_leaves_no_ban_no_lease_and_a_rerun_finishes(
             lambda: ban in [c.id for c in cib.cli_constraints(pm.query_cib(stack.runner))],
             child,
         )
-        os.kill(child.pid, signal.SIGTERM)
+        os.kill(child.pid, signum)
         out, err = child.communicate(timeout=120)
     finally:
         if child.poll() is None:
             child.kill()
             child.communicate()
-    assert child.returncode == 143, out + err
-    assert "terminated" in one_line_error(err)
+    assert child.returncode == code, out + err
+    assert said in one_line_error(err)
     assert leftovers(stack.runner) == ([], None)
     ids = floating_ids(stack.cl)
     assert None not in ids.values(), ids
