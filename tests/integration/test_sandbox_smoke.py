@@ -146,6 +146,7 @@ def test_up_then_down_leaves_namespaces_and_processes_as_before(cluster_sandbox)
     if in_ci():  # nothing else runs on a CI machine: the list is exactly as before
         assert netns() == ns_before
     assert not sandbox_dir("updown").exists()
+    assert not (sandbox_dir("updown").parent / "updown-keeper.log").exists()
     deadline = time.monotonic() + 10
     while True:
         new = {p for p in _processes() - procs_before}

@@ -88,6 +88,11 @@ def down(name: str) -> list[str]:
     for point in mounts_under(root):
         run(["umount", "-l", point], check=False)
     shutil.rmtree(root, ignore_errors=True)
+    (root.parent / f"{name}-keeper.log").unlink(missing_ok=True)
+    try:
+        root.parent.rmdir()  # the base too, once no sandbox is left
+    except OSError:
+        pass
     return notes
 
 
