@@ -237,6 +237,11 @@ def check() -> None:
     raise failed
 
 
+def _one_of(nodes: Sequence[str], every: bool) -> None:
+    if bool(nodes) == every:
+        raise UsageError("give either --node (one or more) or --all", "e.g. --node controller-1")
+
+
 def _plan(
     env: Env,
     service: str,
@@ -248,8 +253,7 @@ def _plan(
 ) -> tuple[plan.Plan, execute.Cluster]:
     from pcmkimg import reference
 
-    if bool(nodes) == every:
-        raise UsageError("give either --node (one or more) or --all", "e.g. --node controller-1")
+    _one_of(nodes, every)
     target = reference.parse(image)
     if naming.classify(target, env.conf.scheme) is not None:
         raise UsageError(
@@ -342,7 +346,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
     )
     back = naming.rollback_name(bundle.service, env.conf.scheme)
     jrnl = journal.open_journal(_journal_path(env))
-    ttl = max(lease.DEFAULT_TTL, 4 * timeout + 120)
+    ttl = lease.ttl_for(timeout)
     with _stores(env) as stores, lease.held(env.runner, ttl) as held:
         store = stores.get(node)
         target = store.resolve(back)
@@ -571,8 +575,7 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
 
     Never the images behind the floating or the rollback name, never one a container uses."""
     env = _env()
-    if bool(nodes) == every:
-        raise UsageError("give either --node (one or more) or --all", "e.g. --node controller-1")
+    _one_of(nodes, every)
     cluster = execute.read_cluster(env.runner)
     bundle = execute.find_bundle(cluster, service, env.conf.scheme)
     known = [f.name for f in execute.node_facts(cluster, bundle.id)]

@@ -17,7 +17,7 @@ from pcmkimg import cib, images, lease, naming, pacemaker, plan
 from pcmkimg.config import Config
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.journal import Journal
-from pcmkimg.reference import Reference
+from pcmkimg.reference import Reference, parse
 
 Say = Callable[[str], None]
 
@@ -369,8 +369,10 @@ class Updater:
         self, bundle: plan.BundleRef, res: NodeResult, target_id: str, restart: bool
     ) -> NodeResult:
         node = res.node
-        started_here = restart and self.heal_guard(bundle, node)
         status = pacemaker.status(self.runner)
+        started_here = restart and self.heal_guard(bundle, node, status)
+        if started_here:
+            status = pacemaker.status(self.runner)
         replica = status.replica_on(bundle.id, node)
         container = replica.container_id if replica and replica.active else None
         res.container_before, running_image = self.container_image(node, container)
@@ -432,8 +434,7 @@ class Updater:
         self, bundle: plan.BundleRef, store: images.Store, target_id: str
     ) -> str | None:
         """The image ID under the rollback name, if there is one other than the target."""
-        found = naming.classify(bundle.floating, store.config.scheme)
-        back = naming.rollback_name(found.service if found else bundle.service, store.config.scheme)
+        back = store.rollback_for(parse(bundle.floating))
         try:
             held = store.resolve(back)
         except PcmkimgError:
@@ -442,7 +443,7 @@ class Updater:
             return held.id
         return None
 
-    def heal_guard(self, bundle: plan.BundleRef, node: str) -> bool:
+    def heal_guard(self, bundle: plan.BundleRef, node: str, status: cib.ClusterStatus) -> bool:
         """Clean up the guard's failures on ``node`` now that the floating name is there.
 
         A guard that refused to start (rc 5: the name was missing) keeps the replica off this
@@ -452,7 +453,6 @@ class Updater:
         guard = cib.bundle(pacemaker.query_cib(self.runner), bundle.id).guard
         if guard is None:
             return False
-        status = pacemaker.status(self.runner)
         failures = status.failures_of([guard.primitive_id], node)
         if not failures:
             return False
@@ -487,8 +487,7 @@ class Updater:
         """Put the previous image back behind the floating name and bring the replica back on
         it: cleaned up and started if it is down, restarted if it runs another image."""
         store = self.stores.get(node)
-        found = naming.classify(bundle.floating, store.config.scheme)
-        back = naming.rollback_name(found.service if found else bundle.service, store.config.scheme)
+        back = store.rollback_for(parse(bundle.floating))
         fix = (
             f"on {node}: `podman tag {back} {bundle.floating}`, then "
             f"`pcs resource cleanup {bundle.id} --node {node}`"
@@ -560,9 +559,7 @@ class Updater:
             target=str(ref),
             nodes=list(the_plan.targets),
         )
-        # Long enough for one restart (crm_resource --restart, then --wait) and its rollback;
-        # renewed before every node and every restart.
-        ttl = max(lease.DEFAULT_TTL, 4 * self.timeout + 120)
+        ttl = lease.ttl_for(self.timeout)  # renewed before every node and every restart
         with lease.held(self.runner, ttl) as held:
             self.say(f"lease taken ({held.host}, pid {held.pid})")
             current = held

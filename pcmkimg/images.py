@@ -375,18 +375,7 @@ class Store:
 
     def _tag(self, image_id: str, ref: Reference) -> None:
         """Give ``ref`` to the image (podman moves it from any image that holds it)."""
-        with self._talking(ref):
-            response = self.client.api.post(
-                f"/images/{image_id}/tag", params={"repo": ref.name, "tag": ref.tag}
-            )
-        if response.status_code != 201:
-            raise StoreError(
-                f"podman refused to tag image {image_id[:12]}: HTTP {response.status_code} "
-                f"{response.text.strip()[:300]}",
-                "check the podman service log on the node",
-                node=self.node,
-                ref=ref,
-            )
+        self._name_call("tag", image_id, ref)
 
     def _untag(self, image: ImageInfo, ref: Reference) -> None:
         """Take ``ref`` off the image; refused if it is the image's only name."""
@@ -397,13 +386,17 @@ class Store:
                 node=self.node,
                 ref=ref,
             )
+        self._name_call("untag", image.id, ref)
+
+    def _name_call(self, verb: str, image_id: str, ref: Reference) -> None:
+        """POST /images/ID/tag or /untag (podman-py has no untag); 201 or StoreError."""
         with self._talking(ref):
             response = self.client.api.post(
-                f"/images/{image.id}/untag", params={"repo": ref.name, "tag": ref.tag}
+                f"/images/{image_id}/{verb}", params={"repo": ref.name, "tag": ref.tag}
             )
         if response.status_code != 201:
             raise StoreError(
-                f"podman refused to untag image {image.id[:12]}: HTTP {response.status_code} "
+                f"podman refused to {verb} image {image_id[:12]}: HTTP {response.status_code} "
                 f"{response.text.strip()[:300]}",
                 "check the podman service log on the node",
                 node=self.node,

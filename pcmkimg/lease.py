@@ -204,6 +204,12 @@ def release(runner: Runner, lease: Lease) -> bool:
     return released
 
 
+def ttl_for(timeout: float) -> float:
+    """A TTL long enough for one restart (crm_resource --restart, then --wait) and its
+    rollback, when the lease is renewed before each of them."""
+    return max(DEFAULT_TTL, 4 * timeout + 120)
+
+
 @contextlib.contextmanager
 def held(runner: Runner, ttl: float = DEFAULT_TTL) -> Iterator[Lease]:
     """Hold the lease for a block; released on every exit path (SIGINT and SIGTERM too)."""

@@ -11,10 +11,6 @@ FLOATING = "cluster.common.tag/rb:pcmklatest"
 PREVIOUS = "cluster.common.tag/rb:pcmkprevious"
 
 
-def containers(cl) -> dict[str, tuple[str, str]]:
-    return cl.containers(BUNDLE)
-
-
 @pytest.fixture(scope="module")
 def guarded(cluster_sandbox):
     with cluster_sandbox.cluster.guarded_bundle(
@@ -38,7 +34,7 @@ def test_rollback_restores_the_previous_image_on_that_node_only(guarded):
         check=False,
     )
     assert upd.returncode == 0, upd.stderr
-    before = containers(cl)
+    before = cl.containers(BUNDLE)
     assert before["controller-1"][1] == new
     assert before["controller-0"][1] == before["controller-2"][1] == old
 
@@ -47,7 +43,7 @@ def test_rollback_restores_the_previous_image_on_that_node_only(guarded):
     )
     assert back.returncode == 0, back.stderr
     assert json.loads(back.stdout)["result"] == "ok"
-    after = containers(cl)
+    after = cl.containers(BUNDLE)
     assert after["controller-1"][1] == old
     assert after["controller-1"][0] != before["controller-1"][0]
     for node in ("controller-0", "controller-2"):
@@ -59,11 +55,11 @@ def test_rollback_restores_the_previous_image_on_that_node_only(guarded):
 
 def test_rollback_without_a_rollback_image_changes_nothing(guarded):
     cl = guarded.cluster
-    before = containers(cl)
+    before = cl.containers(BUNDLE)
     proc = cl.pcmkimg("controller-0", "rollback", "rb", "--node", "controller-2", check=False)
     assert proc.returncode == 3
     assert "nothing to roll back to" in proc.stderr
-    assert containers(cl) == before
+    assert cl.containers(BUNDLE) == before
     constraints = cl.run("controller-0", ["cibadmin", "--query", "--scope", "constraints"])
     assert "cli-ban" not in constraints.stdout
     lease = cl.run(
@@ -79,7 +75,7 @@ def test_prune_removes_old_images_but_never_the_floating_one(guarded):
     cl = sb.cluster
     for path in ("ns1/svc:1.1", "ns1/svc:broken"):
         cl.podman("controller-0", "pull", "-q", sb.ref(path))
-    before = containers(cl)
+    before = cl.containers(BUNDLE)
     proc = cl.pcmkimg(
         "controller-0",
         "--json",
@@ -99,6 +95,6 @@ def test_prune_removes_old_images_but_never_the_floating_one(guarded):
     assert not {i for i in ids if sb.images["ns1/svc:1.1"].startswith(i)}
     floating = cl.podman("controller-0", "image", "inspect", FLOATING, "--format", "{{.Id}}")
     assert floating.stdout.strip() == sb.images["ns1/svc:1.0"]
-    assert containers(cl) == before
+    assert cl.containers(BUNDLE) == before
     bad = cl.pcmkimg("controller-0", "prune", "rb", "--node", "nowhere", check=False)
     assert bad.returncode == 2 and "nowhere" in bad.stderr

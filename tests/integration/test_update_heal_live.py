@@ -11,10 +11,6 @@ FLOATING = "cluster.common.tag/heal:pcmklatest"
 GUARD = f"{BUNDLE}-guard"
 
 
-def containers(cl) -> dict[str, tuple[str, str]]:
-    return cl.containers(BUNDLE)
-
-
 @pytest.fixture(scope="module")
 def guarded(cluster_sandbox):
     with cluster_sandbox.cluster.guarded_bundle(
@@ -48,7 +44,7 @@ def test_update_of_a_refused_node_brings_its_replica_back(guarded):
         if f.get("node") == "controller-2" and f.get("op_key", "").startswith(GUARD)
     ]
     assert refused and refused[0].get("exitcode") == "5"
-    before = containers(cl)
+    before = cl.containers(BUNDLE)
     assert "controller-2" not in before and len(before) == 2
 
     proc = cl.pcmkimg(
@@ -65,7 +61,7 @@ def test_update_of_a_refused_node_brings_its_replica_back(guarded):
     assert proc.returncode == 0, proc.stderr
     node = json.loads(proc.stdout)["report"]["nodes"][0]
     assert node["node"] == "controller-2" and node["result"] == "started"
-    after = containers(cl)
+    after = cl.containers(BUNDLE)
     assert after["controller-2"][1] == sb.images["ns2/svc:1.1"]
     assert {n: after[n] for n in before} == before
     left = [

@@ -88,6 +88,9 @@ class FakeStore:
         self.calls: list[tuple[str, str]] = []
         self.failures: dict[str, list[BaseException | None]] = {}
 
+    # The real Store's naming rule, not a fake one: it works on plain data.
+    rollback_for = images.Store.rollback_for
+
     def fail(self, method: str, *outcomes: BaseException | None) -> None:
         """The next calls of ``method`` raise these errors in turn (None: work as usual)."""
         self.failures[method] = list(outcomes)
