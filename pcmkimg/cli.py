@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from typing import Any, NoReturn
 import click
 
 from pcmkimg import __version__, cib, config, execute, journal, naming, pacemaker, plan
+from pcmkimg.completion import complete_bundle, complete_node, complete_service
 from pcmkimg.errors import PcmkimgError, UsageError
 
 # --------------------------------------------------------------------------- exit codes
@@ -203,7 +205,7 @@ def cli(ctx: click.Context, as_json: bool, conf: str | None, journal_dir: str) -
 
 
 @cli.command()
-@click.argument("services", nargs=-1)
+@click.argument("services", nargs=-1, shell_complete=complete_service)
 def status(services: tuple[str, ...]) -> None:
     """What runs behind each floating name on each node (drift, role, guard, failures)."""
     from pcmkimg import status as st
@@ -272,9 +274,15 @@ def _plan(
 
 
 @cli.command()
-@click.argument("service")
+@click.argument("service", shell_complete=complete_service)
 @click.option("--image", "image", required=True, help="The real image REF to run.")
-@click.option("--node", "nodes", multiple=True, help="A node to update (repeatable).")
+@click.option(
+    "--node",
+    "nodes",
+    multiple=True,
+    shell_complete=complete_node,
+    help="A node to update (repeatable).",
+)
 @click.option("--all", "every", is_flag=True, help="Every node that can run the bundle.")
 @click.option("--digest", default=None, help="Refuse an image with another digest (sha256:...).")
 @click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
@@ -328,8 +336,8 @@ def _journal_path(env: Env):  # type: ignore[no-untyped-def]
 
 
 @cli.command()
-@click.argument("service")
-@click.option("--node", required=True, help="The node to roll back.")
+@click.argument("service", shell_complete=complete_service)
+@click.option("--node", required=True, shell_complete=complete_node, help="The node to roll back.")
 @timeout_option(300, "Seconds to wait for the restart.")
 def rollback(service: str, node: str, timeout: int) -> None:
     """Move the floating name back to the rollback image on NODE and restart that replica."""
@@ -377,7 +385,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
 
 
 @cli.command()
-@click.argument("service", required=False)
+@click.argument("service", required=False, shell_complete=complete_service)
 @click.option(
     "--limit",
     default=50,
@@ -415,7 +423,7 @@ def _floating_of(env: Env, config_el: cib.Element, bundle_id: str, image: str | 
 
 
 @guard.command("add")
-@click.argument("bundle")
+@click.argument("bundle", shell_complete=complete_bundle)
 @click.option("--image", default=None, help="The floating name (default: the bundle's image).")
 @click.option("--dry-run", is_flag=True, help="Print the equivalent pcs commands and stop.")
 @timeout_option(120, "Seconds to wait for the guard to start.")
@@ -501,7 +509,7 @@ def _undo_guard(env: Env, bundle: str, nodes: Sequence[str]) -> None:
 
 
 @guard.command("remove")
-@click.argument("bundle")
+@click.argument("bundle", shell_complete=complete_bundle)
 def guard_remove(bundle: str) -> None:
     """Undo exactly what `guard add` did."""
     env = _env()
@@ -513,7 +521,7 @@ def guard_remove(bundle: str) -> None:
 
 
 @guard.command("show")
-@click.argument("bundle")
+@click.argument("bundle", shell_complete=complete_bundle)
 def guard_show(bundle: str) -> None:
     """Print what is wired."""
     env = _env()
@@ -535,7 +543,7 @@ def guard_show(bundle: str) -> None:
 
 
 @cli.command()
-@click.argument("bundle")
+@click.argument("bundle", shell_complete=complete_bundle)
 @click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
 @timeout_option(300, "Seconds to wait for the cluster to settle.")
 def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
@@ -560,8 +568,14 @@ def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
 
 
 @cli.command()
-@click.argument("service")
-@click.option("--node", "nodes", multiple=True, help="A node to prune (repeatable).")
+@click.argument("service", shell_complete=complete_service)
+@click.option(
+    "--node",
+    "nodes",
+    multiple=True,
+    shell_complete=complete_node,
+    help="A node to prune (repeatable).",
+)
 @click.option("--all", "every", is_flag=True, help="Every cluster node.")
 @click.option(
     "--keep",
@@ -613,6 +627,9 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
 # --------------------------------------------------------------------------- entry point
 
 
+COMPLETE_VAR = "_PCMKIMG_COMPLETE"
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the CLI; every failure becomes one line on stderr and its exit code."""
     ctx: click.Context | None = None
@@ -624,6 +641,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         # Failed before the group ran (e.g. a broken config): still honour --json.
         return Env(True, None, pacemaker.Runner(), "") if "--json" in args else None
 
+    if COMPLETE_VAR in os.environ:  # TAB in a shell: click's completion protocol
+        cli.main(args, prog_name="pcmkimg", complete_var=COMPLETE_VAR)
     try:
         with pacemaker.sigterm_raises():
             ctx = cli.make_context("pcmkimg", args)
