@@ -56,6 +56,8 @@ def exit_code(exc: BaseException) -> int:
         # Held by another process, taken over while we worked, or a value we can't read: in
         # every case another pcmkimg (or a person) owns the lease, and the message says which.
         ((lease.LeaseError,), LEASE_HELD),
+        # Before ImageError: the operator's digest does not match, a bad input.
+        ((execute.DigestRefused, images.DigestMismatch), BAD_INPUT),
         (
             (
                 execute.PullsFailed,
@@ -370,6 +372,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
             lease.renew(env.runner, held, ttl)
 
         updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout, renew)
+        updater.baseline = execute.health(cluster.status, bundle.id)
         res = execute.NodeResult(node)
         updater.record("rollback", service=bundle.service, node=node, to=target.id)
         try:

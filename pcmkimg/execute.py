@@ -8,7 +8,7 @@ core (``plan.py``, ``cib.py``); this module runs them, journals each step and cl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +28,11 @@ class PreflightFailed(PcmkimgError):
 
 class PullsFailed(PcmkimgError):
     """A pull failed on at least one node; nothing was retagged or restarted."""
+
+
+class DigestRefused(PcmkimgError):
+    """The image pulled under the given tag has another digest than the one asked for;
+    nothing was retagged or restarted."""
 
 
 class UpdateFailed(PcmkimgError):
@@ -126,6 +131,13 @@ def find_bundle(cluster: Cluster, service: str, scheme: naming.Scheme) -> plan.B
 
 def node_facts(cluster: Cluster, bundle_id: str) -> list[plan.NodeFacts]:
     banned = cib.banned_nodes(cluster.config, bundle_id)
+    guard = cib.bundle(cluster.config, bundle_id).guard
+    refused = {
+        f.node
+        for f in cluster.status.real_failures
+        if f.task == "start"
+        and (f.resource.startswith(f"{bundle_id}-") or (guard and f.resource == guard.primitive_id))
+    }
     # Hosts only: crm_mon can list a bundle replica's implicit guest node as a member, but the
     # CIB's <nodes> section names the real cluster members.
     members = {n.uname for n in cib.nodes(cluster.config) if n.kind == "member"}
@@ -151,13 +163,31 @@ def node_facts(cluster: Cluster, bundle_id: str) -> list[plan.NodeFacts]:
                 active=bool(replica and replica.active),
                 promoted=bool(replica and replica.role == "Promoted"),
                 why_not_ready=why,
+                failed_start=node.name in refused and not (replica and replica.active),
             )
         )
     return facts
 
 
-def preflight_problems(cluster: Cluster, bundle_id: str, targets: Sequence[str]) -> list[str]:
-    """Why an update of ``bundle_id`` on ``targets`` may not start now (empty: it may)."""
+def healable(failure: cib.Failure, bundle_id: str, missing: Collection[str]) -> bool:
+    """A failed start of a replica of ``bundle_id`` on a node where the floating name was
+    missing: the update heals it (the retag gives the node the name, then the failure is
+    cleaned up). A failure of any other cause still refuses the update."""
+    return (
+        failure.node in missing
+        and failure.task == "start"
+        and failure.resource.startswith(f"{bundle_id}-")
+    )
+
+
+def preflight_problems(
+    cluster: Cluster, bundle_id: str, targets: Sequence[str], missing: Collection[str] = ()
+) -> list[str]:
+    """Why an update of ``bundle_id`` on ``targets`` may not start now (empty: it may).
+
+    ``missing``: target nodes where the floating name does not resolve; a failed start of the
+    bundle there is healed by the update, not a reason to refuse it.
+    """
     problems = []
     if not cluster.status.have_quorum:
         problems.append("the cluster has no quorum")
@@ -175,17 +205,25 @@ def preflight_problems(cluster: Cluster, bundle_id: str, targets: Sequence[str])
     for failure in cluster.status.failures_of(
         [bundle_id, *(r.container_id for r in cluster.status.replicas_of(bundle_id))]
     ):
-        if not failure.degraded:
+        if not failure.degraded and not healable(failure, bundle_id, missing):
             problems.append(
                 f"failed {failure.task} of {failure.resource} on {failure.node}: "
                 f"{failure.exit_reason or failure.exitstatus}; clean it up first with "
-                f"`pcs resource cleanup {failure.resource} --node {failure.node}`"
+                f"`crm_resource --cleanup --resource {failure.resource} --node {failure.node}`"
             )
     for name in targets:
         node = cluster.status.node(name)
         if node is None or not node.usable:
             problems.append(f"target node {name} is no longer online and active")
     return problems
+
+
+def health(status: cib.ClusterStatus, bundle_id: str) -> plan.Health:
+    replicas = status.replicas_of(bundle_id)
+    return plan.Health(
+        active={r.replica: r.node for r in replicas if r.active and r.node},
+        promoted=sum(1 for r in replicas if r.active and r.role == "Promoted"),
+    )
 
 
 # --------------------------------------------------------------------------- update
@@ -199,7 +237,11 @@ class NodeResult:
     retagged: bool = False
     restarted: bool = False
     rolled_back: bool = False
-    down_seconds: float = 0.0
+    down_seconds: float | None = None
+    """How long no container of the replica ran: from the old container's death to the new
+    one's start, as podman's events tell it (None: no restart, or the events did not say)."""
+    restart_seconds: float = 0.0
+    """Wall time of the restart step: the constraint, the stop, the start, the checks."""
     container_before: str | None = None
     container_after: str | None = None
     # ok | unchanged | started | retag-only | rolled-back | rollback-failed | failed; "pending"
@@ -222,26 +264,35 @@ class UpdateReport:
         return sum(1 for n in self.nodes if n.restarted)
 
     @property
-    def longest_down(self) -> float:
-        return max((n.down_seconds for n in self.nodes), default=0.0)
+    def longest_down(self) -> float | None:
+        return max((n.down_seconds for n in self.nodes if n.down_seconds is not None), default=None)
+
+    @property
+    def longest_restart(self) -> float:
+        return max((n.restart_seconds for n in self.nodes), default=0.0)
 
     def summary(self) -> str:
         done = [
             n.node for n in self.nodes if n.result in ("ok", "unchanged", "started", "retag-only")
         ]
-        return (
-            f"{len(done)} node(s) updated, {self.restarted} container(s) restarted, "
-            f"longest replica downtime {self.longest_down:.1f}s"
-        )
+        text = f"{len(done)} node(s) updated, {self.restarted} container(s) restarted"
+        if self.restarted:
+            down = self.longest_down
+            text += (
+                f", longest replica downtime {down:.1f}s" if down is not None else ""
+            ) + f", longest restart step {self.longest_restart:.1f}s"
+        return text
 
     def as_dict(self) -> dict[str, object]:
+        down = self.longest_down
         return {
             "bundle": self.bundle,
             "service": self.service,
             "target": self.target,
             "nodes": [n.as_dict() for n in self.nodes],
             "restarted": self.restarted,
-            "longest_down_seconds": round(self.longest_down, 3),
+            "longest_down_seconds": None if down is None else round(down, 3),
+            "longest_restart_seconds": round(self.longest_restart, 3),
         }
 
 
@@ -253,6 +304,12 @@ class Updater:
     say: Say = _quiet
     timeout: float = 300
     keepalive: Callable[[], None] = field(default=lambda: None, repr=False)
+    progress: images.ProgressCallback | None = None
+    """Shows the pulls (pcmkimg.progress.PullDisplay); None: cached/retry/done lines via say."""
+    baseline: plan.Health | None = None
+    """The bundle's health when the update started: each node's turn is checked against it."""
+    updated: set[str] = field(default_factory=set)
+    """Nodes whose floating name this run moved to the target."""
 
     def record(self, event: str, **fields: object) -> None:
         """Journal a step. A journal that can't be written (a full disk) must not stop an
@@ -264,9 +321,17 @@ class Updater:
 
     # -- steps ----------------------------------------------------------------------------
 
+    def missing(self, nodes: Sequence[str], floating: str) -> set[str]:
+        """The nodes where ``floating`` does not resolve (a store that can't be read is not
+        counted: the pulls say what is wrong with it)."""
+        found = self.stores.each(nodes, lambda s: s.resolve(floating))
+        return {n for n, r in found.items() if isinstance(r, images.Unresolved)}
+
     def pull_all(self, nodes: Sequence[str], ref: Reference, digest: str | None) -> dict:
         def progress(p: images.PullProgress) -> None:
-            if p.kind in ("cached", "retry", "done"):
+            if self.progress is not None:
+                self.progress(p)
+            elif p.kind in ("cached", "retry", "done"):
                 self.say(f"  {p.node}: {p.kind}: {p.text}")
 
         self.say(f"pulling {ref} on {', '.join(nodes)}")
@@ -278,6 +343,12 @@ class Updater:
             ok = not isinstance(res, Exception)
             self.record(
                 "pull", node=node, ref=str(ref), ok=ok, detail=res.resolved.id if ok else str(res)
+            )
+        wrong = [e for e in failed.values() if isinstance(e, images.DigestMismatch)]
+        if wrong:
+            raise DigestRefused(
+                f"update refused, nothing was retagged or restarted: {wrong[0].message}",
+                wrong[0].fix,
             )
         if failed:
             first = next(iter(failed.values()))
@@ -304,20 +375,21 @@ class Updater:
         self,
         bundle: plan.BundleRef,
         res: NodeResult,
-        ref: Reference,
+        ref: Reference | str,
         target_id: str,
         restart: bool,
     ) -> NodeResult:
-        """Retag, then restart if needed and verify; roll this node back if that fails.
+        """Check the other replicas, retag, then restart if needed and verify; roll this node
+        back if that fails, to exactly the names it had before.
 
         An interruption (Ctrl-C, SIGTERM) after the retag is not rolled back: the node keeps
         the floating name, and running the same update again finishes the job.
         """
         node = res.node
+        self.check_others(bundle, node)
         store = self.stores.get(node)
-        now = store.resolve(bundle.floating)
-        res.before = now.id if isinstance(now, images.Resolved) else None
-        retag = store.retag(bundle.floating, ref)
+        retag = store.retag(bundle.floating, target_id)
+        res.before = retag.old_id
         res.retagged = retag.moved
         res.after = retag.new_id
         self.record(
@@ -328,13 +400,14 @@ class Updater:
             before=res.before,
             after=res.after,
             moved=retag.moved,
+            rollback=retag.rollback_name,
+            rollback_before=retag.rollback_before,
         )
         if retag.moved:
+            self.updated.add(node)
             self.say(f"{node}: {bundle.floating} now names {ref} ({target_id[:12]})")
-            self.publish(bundle, node, store)
-        started = time.monotonic()
         try:
-            return self._restart_if_needed(bundle, res, target_id, restart)
+            return self._restart_if_needed(bundle, res, target_id, restart, retag)
         except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
             # A ban left behind, or the lease lost to another process: no rollback now, it
             # could not work (the ban) or would race the other holder (the lease).
@@ -342,19 +415,23 @@ class Updater:
             self.record("failed", service=bundle.service, node=node, error=exc.one_line())
             raise
         except PcmkimgError as exc:
-            res.down_seconds = time.monotonic() - started
             self.record("failed", service=bundle.service, node=node, error=exc.one_line())
             self.say(f"{node}: FAILED: {exc.message}")
+            undo = retag
             if not retag.moved:
                 # A re-run: the name was moved by an earlier, interrupted run. A start that
-                # failed on the new image is rolled back to the image kept under the rollback
-                # name; anything else changed nothing here and is reported as it is.
-                previous = self.previous_image(bundle, store, target_id)
-                if previous is None or not isinstance(exc, pacemaker.RestartFailedError):
+                # failed on the new image is rolled back to what that run moved it from (its
+                # journal says; else the image kept under the rollback name); anything else
+                # changed nothing here and is reported as it is.
+                earlier = self.earlier_retag(bundle, node, target_id) or self.previous_retag(
+                    bundle, store, target_id
+                )
+                if earlier is None or not isinstance(exc, pacemaker.RestartFailedError):
                     res.result = "failed"
                     raise
-                res.before = previous
-            self.rollback_node(bundle, node, res)
+                undo = earlier
+                res.before = earlier.old_id
+            self.rollback_node(bundle, node, res, undo)
             res.result = "rolled-back"
             raise UpdateFailed(
                 f"update of {bundle.service} failed on {node} and was rolled back: {exc.message}",
@@ -365,12 +442,33 @@ class Updater:
                 else exc.fix,
             ) from exc
 
+    def check_others(self, bundle: plan.BundleRef, node: str) -> None:
+        """Refuse to touch ``node`` unless every other replica that was active when the update
+        started is active, with as many promoted instances."""
+        if self.baseline is None:
+            return
+        problems = plan.before_node_problems(
+            self.baseline, health(pacemaker.status(self.runner), bundle.id), node
+        )
+        if problems:
+            raise PreflightFailed(
+                f"update of {bundle.service} stopped before {node}, which was not touched: "
+                + "; ".join(problems),
+                "bring those replicas back (`pcmkimg status`, `crm_mon`), then run the update "
+                "again: the nodes done so far are not redone",
+            )
+
     def _restart_if_needed(
-        self, bundle: plan.BundleRef, res: NodeResult, target_id: str, restart: bool
+        self,
+        bundle: plan.BundleRef,
+        res: NodeResult,
+        target_id: str,
+        restart: bool,
+        retag: images.Retagged,
     ) -> NodeResult:
         node = res.node
         status = pacemaker.status(self.runner)
-        started_here = restart and self.heal_guard(bundle, node, status)
+        started_here = restart and self.heal(bundle, node, status, missing=retag.old_id is None)
         if started_here:
             status = pacemaker.status(self.runner)
         replica = status.replica_on(bundle.id, node)
@@ -379,8 +477,8 @@ class Updater:
         if started_here:
             if container is None:
                 raise pacemaker.RestartFailedError(
-                    f"the replica did not start on {node} after the guard's cleanup",
-                    "see `crm_mon` for the failed start",
+                    f"the replica did not start on {node} after the cleanup of its failed start",
+                    "see `crm_mon --output-as=xml` for the failed start",
                 )
             if running_image != target_id:
                 raise pacemaker.RestartFailedError(
@@ -390,76 +488,180 @@ class Updater:
                 )
             res.result = "started"
             res.container_after = res.container_before
+            if retag.moved:
+                self.publish(bundle, node)
             self.say(f"{node}: the replica runs again, on {str(running_image)[:12]}")
             return res
         if container is None:
             res.result = "retag-only"
+            if retag.moved:
+                self.publish(bundle, node)
             self.say(f"{node}: no replica runs here; a later start uses the new image")
             return res
         if running_image == target_id:
             res.result = "unchanged"
             res.container_after = res.container_before
+            if retag.moved:
+                self.publish(bundle, node)
             self.say(f"{node}: the replica already runs {target_id[:12]}: no restart")
             return res
         if not restart:
             res.result = "retag-only"
+            if retag.moved:
+                self.publish(bundle, node)
             self.say(f"{node}: --no-restart: the replica keeps running the old image")
             return res
+        assert replica is not None
         self.keepalive()
         self.say(f"{node}: restarting {container} (waiting up to {self.timeout:.0f}s)")
-        started = time.monotonic()
         self.record("restart", service=bundle.service, node=node, container=container)
         res.restarted = True
-        pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
-        res.container_after, running_image = self.container_image(node, container)
+        where = self.restart(bundle, node, replica, res)
+        res.container_after, running_image = self.container_image(where, container)
         if running_image != target_id:
             raise pacemaker.RestartFailedError(
-                f"the replica on {node} runs image {str(running_image)[:12]}, not {target_id[:12]}",
+                f"the replica on {where} runs image {str(running_image)[:12]}, "
+                f"not {target_id[:12]}",
                 "check the bundle's image in the CIB: it must be the floating name",
             )
-        res.down_seconds = time.monotonic() - started
         res.result = "ok"
+        self.publish(bundle, node)
         self.record(
             "updated",
             service=bundle.service,
             node=node,
             image=target_id,
             container=res.container_after,
-            seconds=round(res.down_seconds, 3),
+            seconds=round(res.restart_seconds, 3),
+            down_seconds=res.down_seconds,
         )
-        self.say(f"{node}: healthy on {target_id[:12]} after {res.down_seconds:.1f}s")
+        down = "" if res.down_seconds is None else f", down {res.down_seconds:.1f}s"
+        moved = "" if where == node else f" (the replica moved to {where})"
+        self.say(
+            f"{node}: healthy on {target_id[:12]} after {res.restart_seconds:.1f}s{down}{moved}"
+        )
         return res
 
-    def previous_image(
+    def restart(
+        self, bundle: plan.BundleRef, node: str, replica: cib.ReplicaStatus, res: NodeResult
+    ) -> str:
+        """Restart ``replica`` on ``node``; check it is active again, on ``node`` or on a node
+        this update gave the new image, with as many promoted instances as before. The node
+        where it runs now; the restart's wall time and the real downtime go into ``res``."""
+        wall, started = time.time(), time.monotonic()
+        try:
+            pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
+        finally:
+            res.restart_seconds = round(time.monotonic() - started, 3)
+        now = health(pacemaker.status(self.runner), bundle.id)
+        start = self.baseline or now
+        problems = plan.after_restart_problems(
+            start, now, replica.replica, node, self.updated | {node}
+        )
+        if problems:
+            raise pacemaker.RestartFailedError(
+                f"restart of {bundle.id} on {node}: " + "; ".join(problems),
+                "see `crm_mon --output-as=xml`",
+            )
+        where = now.active[replica.replica]
+        res.down_seconds = self.downtime(where, replica.container_id, wall)
+        return where
+
+    def downtime(self, node: str, container: str, since: float) -> float | None:
+        """How long no container named ``container`` ran since ``since``, from the node's
+        podman events (informative: None when they can't be read)."""
+        try:
+            events = self.stores.get(node).container_events(container, since, time.time())
+        except PcmkimgError:
+            return None
+        return images.downtime(events, since)
+
+    def earlier_retag(
+        self, bundle: plan.BundleRef, node: str, target_id: str
+    ) -> images.Retagged | None:
+        """The retag of an earlier run that moved the floating name on ``node`` to
+        ``target_id``, from the journal: what to undo exactly on a re-run."""
+        from pcmkimg import journal
+
+        found = None
+        try:
+            for entry in journal.history(self.journal.path.parent, bundle.service):
+                if (
+                    entry.get("event") == "retag"
+                    and entry.get("node") == node
+                    and entry.get("moved")
+                    and entry.get("after") == target_id
+                    and entry.get("floating") == bundle.floating
+                ):
+                    found = entry
+        except PcmkimgError:
+            return None
+        if found is None or not found.get("rollback"):
+            return None
+        return images.Retagged(
+            node,
+            bundle.floating,
+            found.get("before"),
+            target_id,
+            moved=True,
+            rollback_name=found.get("rollback"),
+            rollback_before=found.get("rollback_before"),
+        )
+
+    def previous_retag(
         self, bundle: plan.BundleRef, store: images.Store, target_id: str
-    ) -> str | None:
-        """The image ID under the rollback name, if there is one other than the target."""
+    ) -> images.Retagged | None:
+        """A re-run with no journal of the earlier retag: undo it as a swap with the image
+        under the rollback name (the rollback name then keeps the target), if there is one
+        other than the target."""
         back = store.rollback_for(parse(bundle.floating))
         try:
             held = store.resolve(back)
         except PcmkimgError:
             return None
         if isinstance(held, images.Resolved) and held.id != target_id:
-            return held.id
+            return images.Retagged(
+                store.node,
+                bundle.floating,
+                held.id,
+                target_id,
+                moved=True,
+                rollback_name=str(back),
+                rollback_before=target_id,
+            )
         return None
 
-    def heal_guard(self, bundle: plan.BundleRef, node: str, status: cib.ClusterStatus) -> bool:
-        """Clean up the guard's failures on ``node`` now that the floating name is there.
+    def heal(
+        self, bundle: plan.BundleRef, node: str, status: cib.ClusterStatus, *, missing: bool
+    ) -> bool:
+        """Clean up what kept the replica off ``node`` now that the floating name is there.
 
         A guard that refused to start (rc 5: the name was missing) keeps the replica off this
         node until its failure is cleaned up; a degraded monitor (190) stays listed until then.
+        A failed start of the replica itself is cleaned up too when the floating name was
+        missing here before the retag (the bundle then tried to pull it), never otherwise.
         True when the replica was off and the cleanup let it start.
         """
         guard = cib.bundle(pacemaker.query_cib(self.runner), bundle.id).guard
-        if guard is None:
-            return False
-        failures = status.failures_of([guard.primitive_id], node)
+        resources: list[str] = []
+        failures: list[cib.Failure] = []
+        if guard is not None:
+            found = status.failures_of([guard.primitive_id], node)
+            if found:
+                resources.append(guard.primitive_id)
+                failures += found
+        if missing:
+            found = [f for f in status.real_failures if healable(f, bundle.id, {node})]
+            if found:
+                resources.append(bundle.id)
+                failures += found
         if not failures:
             return False
         replica = status.replica_on(bundle.id, node)
         was_active = bool(replica and replica.active)
-        self.say(f"{node}: cleaning up the guard's failures ({failures[0].exitstatus})")
-        pacemaker.cleanup(self.runner, guard.primitive_id, node)
+        self.say(f"{node}: cleaning up the failures of {', '.join(resources)}")
+        for resource in resources:
+            pacemaker.cleanup(self.runner, resource, node)
         pacemaker.wait(self.runner, self.timeout)
         self.record(
             "guard-cleanup",
@@ -469,13 +671,13 @@ class Updater:
         )
         return not was_active
 
-    def publish(self, bundle: plan.BundleRef, node: str, store: images.Store) -> None:
-        """Show the new real image in the node attribute at once, as the guard's next
-        monitor would (same attribute, same value)."""
+    def publish(self, bundle: plan.BundleRef, node: str) -> None:
+        """Show the new real image in the node attribute, as the guard's next monitor would
+        (same attribute, same value). Done after the restart: no CIB write may delay it."""
         from pcmkimg.agent import describe
 
         try:
-            found = store.resolve(bundle.floating)
+            found = self.stores.get(node).resolve(bundle.floating)
             if isinstance(found, images.Resolved):
                 pacemaker.set_node_attribute(
                     self.runner, node, f"pcmkimg-{bundle.service}", describe(found)
@@ -483,14 +685,17 @@ class Updater:
         except PcmkimgError as exc:  # informative only; the guard's monitor refreshes it
             self.say(f"{node}: could not update the node attribute: {exc.message}")
 
-    def rollback_node(self, bundle: plan.BundleRef, node: str, res: NodeResult) -> None:
-        """Put the previous image back behind the floating name and bring the replica back on
-        it: cleaned up and started if it is down, restarted if it runs another image."""
+    def rollback_node(
+        self, bundle: plan.BundleRef, node: str, res: NodeResult, undo: images.Retagged
+    ) -> None:
+        """Put the floating and the rollback name back exactly as they were before ``undo``
+        and bring the replica back on the previous image: cleaned up and started if it is
+        down, restarted if it runs another image."""
         store = self.stores.get(node)
-        back = store.rollback_for(parse(bundle.floating))
+        back = undo.rollback_name or str(store.rollback_for(parse(bundle.floating)))
         fix = (
             f"on {node}: `podman tag {back} {bundle.floating}`, then "
-            f"`pcs resource cleanup {bundle.id} --node {node}`"
+            f"`crm_resource --cleanup --resource {bundle.id} --node {node}`"
         )
         if res.before is None:
             res.result = "rollback-failed"
@@ -500,11 +705,10 @@ class Updater:
                 f"{bundle.floating} before: there is nothing to roll back to",
                 f"fix the image, then `pcmkimg update --node {node} {bundle.service} --image REF`",
             )
-        self.say(f"{node}: rolling back to {back} ({res.before[:12]})")
+        self.say(f"{node}: rolling back to {res.before[:12]}")
         try:
             self.keepalive()
-            store.retag(bundle.floating, back)
-            self.publish(bundle, node, store)
+            store.restore(undo)
             replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
             if replica is None or not replica.active or replica.failed:
                 pacemaker.cleanup(self.runner, bundle.id, node)
@@ -524,6 +728,7 @@ class Updater:
                     f"the replica on {node} runs {str(running)[:12]}, not {res.before[:12]}",
                     "see `pcmkimg status`",
                 )
+            self.publish(bundle, node)
         except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
             res.result = "rollback-failed"
             self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
@@ -570,13 +775,15 @@ class Updater:
 
             self.keepalive = renew
             cluster = read_cluster(self.runner)
-            problems = preflight_problems(cluster, bundle.id, the_plan.targets)
+            missing = self.missing(the_plan.targets, bundle.floating)
+            problems = preflight_problems(cluster, bundle.id, the_plan.targets, missing)
             if problems:
                 raise PreflightFailed(
                     "update refused: " + "; ".join(problems),
                     "fix these, then run the update again (`pcmkimg check` lists them)",
                 )
             pulled = self.pull_all(the_plan.targets, ref, digest)
+            self.baseline = health(cluster.status, bundle.id)
             for node in the_plan.targets:
                 renew()
                 res = NodeResult(node)

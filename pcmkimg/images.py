@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import MappingProxyType, TracebackType
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 HOLD_TAG = "pcmkhold"
 """A short-lived tag that keeps an image named while its only name moves (see retag)."""
+
+_IMAGE_ID = re.compile(r"[0-9a-f]{64}")
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds to wait for one answer (or one line of a pull's progress) from a podman service."""
@@ -126,7 +128,7 @@ class Pulled:
 
 @dataclass(frozen=True)
 class Retagged:
-    """What :meth:`Store.retag` changed."""
+    """What :meth:`Store.retag` changed, and what :meth:`Store.restore` needs to undo it."""
 
     node: str
     floating: str
@@ -137,6 +139,10 @@ class Retagged:
     """The rollback name, when it now names the old image."""
     released_id: str | None = None
     """An older image that lost its last name (the rollback name) and is now dangling."""
+    rollback_name: str | None = None
+    """The rollback name, moved or not."""
+    rollback_before: str | None = None
+    """The image ID the rollback name named before the retag (None: it named none)."""
 
 
 @dataclass(frozen=True)
@@ -255,6 +261,20 @@ def backoff_delays(retries: int, base: float = 1.0, cap: float = 30.0) -> list[f
 def has_digest(image: ImageInfo, name: str, digest: str) -> bool:
     """Whether ``image`` is the manifest ``digest`` of repository ``name``."""
     return f"{name}@{digest}" in image.repo_digests
+
+
+def downtime(events: Sequence[tuple[float, str]], since: float) -> float | None:
+    """Seconds a container was down in ``events`` ((epoch time, action), podman's container
+    events of one name): from the first death at or after ``since`` to the next start. None
+    when the events do not show both."""
+    ordered = sorted(e for e in events if e[0] >= since)
+    died = next((t for t, action in ordered if action == "died"), None)
+    if died is None:
+        died = next((t for t, action in ordered if action == "stop"), None)
+    if died is None:
+        return None
+    started = next((t for t, action in ordered if action == "start" and t >= died), None)
+    return None if started is None else round(started - died, 3)
 
 
 def _repository(name: str) -> str | None:
@@ -377,9 +397,10 @@ class Store:
         """Give ``ref`` to the image (podman moves it from any image that holds it)."""
         self._name_call("tag", image_id, ref)
 
-    def _untag(self, image: ImageInfo, ref: Reference) -> None:
-        """Take ``ref`` off the image; refused if it is the image's only name."""
-        if not [n for n in image.names if n != str(ref)]:
+    def _untag(self, image: ImageInfo, ref: Reference, *, last_ok: bool = False) -> None:
+        """Take ``ref`` off the image; refused if it is the image's only name (unless
+        ``last_ok``: a hold name taken off an image that had no name before)."""
+        if not last_ok and not [n for n in image.names if n != str(ref)]:
             raise StoreError(
                 f"refusing to take the only name off image {image.id[:12]}",
                 "give the image another name first",
@@ -437,6 +458,37 @@ class Store:
             for row in rows
         )
 
+    def container_events(
+        self, name: str, since: float, until: float
+    ) -> tuple[tuple[float, str], ...]:
+        """(epoch time, action) of the events of the containers named ``name`` between
+        ``since`` and ``until`` (epoch seconds), oldest first: podman's event log, machine
+        output (one JSON object a line)."""
+        import json
+
+        params = {
+            "since": str(int(since)),
+            "until": str(int(until) + 1),
+            "stream": "false",
+            "filters": json.dumps({"type": ["container"], "container": [name]}),
+        }
+        with self._talking(name):
+            response = self.client.api.get("/events", params=params)
+            response.raise_for_status()
+            text = response.text
+        found = []
+        for line in text.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            when = event.get("timeNano")
+            seconds = int(when) / 1e9 if when else float(event.get("time") or 0)
+            found.append((seconds, str(event.get("Action") or event.get("status") or "")))
+        return tuple(sorted(found))
+
     # -- pulling -------------------------------------------------------------------------------
 
     def pull(
@@ -449,21 +501,26 @@ class Store:
         retries: int = 3,
         backoff: float = 1.0,
     ) -> Pulled:
-        """Pull ``ref`` into the store and return what it names now.
+        """Pull ``ref`` into the store and return the image it names.
 
-        With a digest (``expected_digest`` or in ``ref``), the image is pulled by that digest
-        (podman checks it), then tagged with ``ref``'s tag; when the store already has that
-        digest of that repository, the network is not used at all. ``tls_verify`` None means
-        the registry's setting in the configuration (verified unless configured otherwise).
+        ``NAME@D`` and ``NAME:TAG@D`` are pulled by the digest D (podman checks it), and no name
+        is given to the result: pcmkimg creates or moves only the names of its own scheme. When
+        the store already has D of that repository, the network is not used at all.
+        ``NAME:TAG`` with ``expected_digest`` D is pulled by its tag, then refused with
+        :class:`DigestMismatch`, naming both digests, when the image it names is not D (no
+        network when the store's ``NAME:TAG`` already is D). ``tls_verify`` None means the
+        registry's setting in the configuration (verified unless configured otherwise).
         Transient failures (registry down, timeouts, 5xx) are retried ``retries`` times with
         exponential backoff from ``backoff`` seconds. A failed pull leaves the store unchanged.
         """
         wanted = self._parse(ref)
         report = progress or _no_progress
-        digest = self._wanted_digest(wanted, expected_digest)
+        self._check_digests(wanted, expected_digest)
+        digest = wanted.digest or expected_digest
         if tls_verify is None:
             tls_verify = self.config.tls_verify(wanted.domain)
-        source = wanted.with_tag(None).with_digest(digest) if digest else wanted
+        # By digest when the reference has one; else by the name the operator gave.
+        source = wanted.with_tag(None) if wanted.digest else wanted
         cached = None
         if digest:
             cached = self._inspect(str(source))
@@ -495,34 +552,33 @@ class Store:
                     time.sleep(delay)
         image = self._require(str(source))
         if digest and not has_digest(image, wanted.name, digest):
+            found = [d.split("@", 1)[1] for d in image.repo_digests if d.startswith(wanted.name)]
             raise DigestMismatch(
-                f"expected {digest}, the store has {', '.join(image.repo_digests) or 'none'}",
-                "check the digest given; the registry may have another image under this tag",
+                f"{wanted.with_digest(None)} has digest {', '.join(found) or 'none'}, "
+                f"not the expected {digest}",
+                "check the digest given; the registry has another image under this tag "
+                "(give NAME@DIGEST to pull exactly that image)",
                 node=self.node,
                 ref=wanted,
             )
-        if digest and wanted.tag is not None:
-            self._tag(image.id, wanted.with_digest(None))
-        name = str(wanted.with_digest(None)) if wanted.tag is not None else str(source)
-        resolved = Resolved(self.node, name, self._require(name))
+        resolved = Resolved(self.node, str(source), image)
         report(PullProgress(self.node, str(wanted), "done", resolved.id, max(attempts, 1)))
         return Pulled(resolved, cached=cached is not None, attempts=attempts)
 
-    def _wanted_digest(self, wanted: Reference, expected: str | None) -> str | None:
-        if expected is not None:
-            try:
-                wanted.with_digest(expected)
-            except InvalidReference as err:
-                raise InvalidName(err.message, err.fix, node=self.node, ref=wanted) from err
-            if wanted.digest is not None and wanted.digest != expected:
-                raise InvalidName(
-                    f"the reference has digest {wanted.digest}, but {expected} is expected",
-                    "give one digest",
-                    node=self.node,
-                    ref=wanted,
-                )
-            return expected
-        return wanted.digest
+    def _check_digests(self, wanted: Reference, expected: str | None) -> None:
+        if expected is None:
+            return
+        try:
+            wanted.with_digest(expected)
+        except InvalidReference as err:
+            raise InvalidName(err.message, err.fix, node=self.node, ref=wanted) from err
+        if wanted.digest is not None and wanted.digest != expected:
+            raise InvalidName(
+                f"the reference has digest {wanted.digest}, but {expected} is expected",
+                "give one digest",
+                node=self.node,
+                ref=wanted,
+            )
 
     def _pull_once(
         self, source: Reference, tls_verify: bool, report: ProgressCallback, attempt: int
@@ -578,18 +634,99 @@ class Store:
     def retag(
         self,
         floating: Reference | str,
-        ref: Reference | str,
+        image: Reference | str,
         *,
         rollback: Reference | str | None = None,
     ) -> Retagged:
-        """Point ``floating`` at the image of ``ref``; keep the old image as ``rollback``.
+        """Point ``floating`` at ``image`` (a name, or an image ID); keep the old image as
+        ``rollback``.
 
         The floating name moves in one podman call, so it never disappears. The old image gets
         the rollback name first (default: the scheme's rollback name of the service). No image
         is removed, and no image is left without a name on the way, except an older image whose
         only name was the rollback name (reported as ``released_id``). Running it again changes
-        nothing.
+        nothing. :meth:`restore` undoes it exactly.
         """
+        name, back = self._scheme_names(floating, rollback)
+        target = self._target(image)
+        current = self._inspect(str(name))
+        holder = self._inspect(str(back))
+        before = holder.id if holder is not None else None
+        if current is not None and current.id == target.id:
+            return Retagged(
+                self.node,
+                str(name),
+                current.id,
+                target.id,
+                moved=False,
+                rollback_name=str(back),
+                rollback_before=before,
+            )
+        released = None
+        if current is not None and (holder is None or holder.id != current.id):
+            only_name = holder is not None and set(holder.names) <= {str(back)}
+            swap = holder is not None and holder.id == target.id
+            with self._held(target.id if only_name and swap else None, back):
+                self._tag(current.id, back)
+                self._tag(target.id, name)
+            if only_name and not swap and holder is not None:
+                released = holder.id
+        else:
+            self._tag(target.id, name)
+        return Retagged(
+            self.node,
+            str(name),
+            current.id if current else None,
+            target.id,
+            moved=True,
+            rollback=str(back) if current else None,
+            released_id=released,
+            rollback_name=str(back),
+            rollback_before=before,
+        )
+
+    def restore(self, done: Retagged) -> None:
+        """Put the floating and the rollback name back where they were before ``done``.
+
+        The image the floating name moved to keeps a hold name meanwhile, so that no image is
+        left without a name on the way (an image that had no name before has none after).
+        Raises ImageAbsent when the floating name named no image before: there is nothing to
+        go back to (the caller says what then).
+        """
+        if not done.moved:
+            return
+        name, back = self._scheme_names(done.floating, done.rollback_name)
+        if done.old_id is None:
+            raise ImageAbsent(
+                f"{name} named no image here before",
+                "there is nothing to go back to",
+                node=self.node,
+                ref=name,
+            )
+        now = self._inspect(str(name))
+        with self._held(now.id if now is not None and now.id != done.old_id else None, back):
+            self._tag(done.old_id, name)
+            if done.rollback_before is not None:
+                self._tag(done.rollback_before, back)
+            else:
+                holder = self._inspect(str(back))
+                if holder is not None:
+                    self._untag(holder, back)
+
+    @contextlib.contextmanager
+    def _held(self, image_id: str | None, back: Reference) -> Iterator[None]:
+        """Keep ``image_id`` named (``back`` with the hold tag) while names move around it."""
+        if image_id is None:
+            yield
+            return
+        hold = back.with_tag(HOLD_TAG)
+        self._tag(image_id, hold)
+        yield
+        self._untag(self._require(str(hold)), hold, last_ok=True)
+
+    def _scheme_names(
+        self, floating: Reference | str, rollback: Reference | str | None
+    ) -> tuple[Reference, Reference]:
         name = self._parse(floating)
         if name.tag is None or name.digest is not None:
             raise InvalidName(
@@ -606,38 +743,13 @@ class Store:
                 node=self.node,
                 ref=back,
             )
-        target = self._require(str(self._parse(ref)))
-        current = self._inspect(str(name))
-        if current is not None and current.id == target.id:
-            return Retagged(self.node, str(name), current.id, target.id, moved=False)
-        released = None
-        if current is not None:
-            holder = self._inspect(str(back))
-            if holder is None or holder.id != current.id:
-                only_name = holder is not None and set(holder.names) <= {str(back)}
-                swap = holder is not None and holder.id == target.id
-                hold = back.with_tag(HOLD_TAG) if only_name and swap else None
-                if hold is not None:
-                    self._tag(target.id, hold)
-                self._tag(current.id, back)
-                self._tag(target.id, name)
-                if hold is not None:
-                    self._untag(self._require(str(hold)), hold)
-                elif only_name and holder is not None:
-                    released = holder.id
-            else:
-                self._tag(target.id, name)
-        else:
-            self._tag(target.id, name)
-        return Retagged(
-            self.node,
-            str(name),
-            current.id if current else None,
-            target.id,
-            moved=True,
-            rollback=str(back) if current else None,
-            released_id=released,
-        )
+        return name, back
+
+    def _target(self, image: Reference | str) -> ImageInfo:
+        """The image named by a reference, or by its ID (64 hex digits)."""
+        if isinstance(image, str) and _IMAGE_ID.fullmatch(image):
+            return self._require(image)
+        return self._require(str(self._parse(image)))
 
     # -- pruning -------------------------------------------------------------------------------
 
@@ -798,6 +910,7 @@ __all__ = [
     "backoff_delays",
     "classify_pull_error",
     "connect",
+    "downtime",
     "image_info",
     "inspect_over_socket",
     "parse_created",

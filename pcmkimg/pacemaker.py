@@ -606,7 +606,16 @@ def restart_replica(
                     ) from exc
     after = status_xml(runner)
     failures = _new_failures(before, after, bundle, replica, node)
-    now = cib.cluster_status(after).replica_on(bundle_id, node)
+    # The same replica, wherever it runs now: with fewer replicas than nodes the scheduler may
+    # start it on another node (the caller judges where it may run).
+    now = next(
+        (
+            r
+            for r in cib.cluster_status(after).replicas_of(bundle_id)
+            if r.replica == replica.replica
+        ),
+        None,
+    )
     fix = (
         f"fix the cause on {node} (e.g. its image), then "
         f"`crm_resource --cleanup --resource {bundle_id} --node {node}`"
@@ -622,7 +631,7 @@ def restart_replica(
         raise RestartFailedError(f"restart of {bundle_id} on {node}: replica is {state}", fix)
     return RestartReport(
         bundle=bundle_id,
-        node=node,
+        node=now.node or node,
         replica=now.replica,
         container=now.container_id,
         seconds=round(time.monotonic() - started, 3),

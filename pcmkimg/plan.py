@@ -9,7 +9,7 @@ interruption finishes the job and an update to the same image restarts nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg import naming
@@ -49,6 +49,53 @@ class NodeFacts:
     active: bool = False  # a replica of the bundle runs here
     promoted: bool = False
     why_not_ready: str = ""
+    failed_start: bool = False  # a start of its replica (or its guard) failed here; none runs
+
+
+@dataclass(frozen=True)
+class Health:
+    """The replicas of a bundle that are active (replica number -> node), and how many of
+    them are promoted."""
+
+    active: Mapping[int, str]
+    promoted: int
+
+
+def before_node_problems(start: Health, now: Health, node: str) -> list[str]:
+    """Why ``node`` may not be touched now: a replica that was active when the update started
+    (other than the one on ``node``) is not active, or fewer instances are promoted."""
+    problems = [
+        f"replica {number} of the bundle (on {where} when the update started) is not active"
+        for number, where in sorted(start.active.items())
+        if where != node and number not in now.active
+    ]
+    if now.promoted < start.promoted:
+        problems.append(
+            f"{now.promoted} promoted instance(s), {start.promoted} when the update started"
+        )
+    return problems
+
+
+def after_restart_problems(
+    start: Health, now: Health, number: int, node: str, updated: Collection[str]
+) -> list[str]:
+    """Why the restart of replica ``number`` on ``node`` did not end well: it is not active,
+    or it came back on a node that this update has not given the new image, or fewer
+    instances are promoted than when the update started."""
+    problems = []
+    where = now.active.get(number)
+    if where is None:
+        problems.append(f"replica {number} is not active after its restart on {node}")
+    elif where != node and where not in updated:
+        problems.append(
+            f"replica {number} moved from {node} to {where}, which does not have the new image"
+        )
+    if now.promoted < start.promoted:
+        problems.append(
+            f"{now.promoted} promoted instance(s) after the restart on {node}, "
+            f"{start.promoted} before the update"
+        )
+    return problems
 
 
 @dataclass(frozen=True)
@@ -162,13 +209,20 @@ def plan_update(
         Step(
             "preflight",
             names,
-            "check: quorum, target nodes online, other replicas healthy, no leftover ban",
+            "check: quorum, target nodes online, other replicas healthy, no leftover ban "
+            "(and again before each node: every other replica active, as many promoted)",
         ),
         Step("pull", names, f"pull {ref} on {', '.join(names)} (in parallel, before any restart)"),
     ]
     for fact in ordered:
-        if not fact.active:
-            how = "retag only: no replica runs here, a later start uses the new image"
+        if fact.failed_start and restart:
+            how = (
+                "retag, then clean up the replica's failed start here so that it starts on the "
+                "new image (refused unless the floating name is missing here); roll back on "
+                "failure"
+            )
+        elif not fact.active:
+            how = "retag only: no replica runs here now, a later start uses the new image"
         elif not restart:
             how = "retag only (--no-restart)"
         else:
@@ -182,7 +236,7 @@ def plan_update(
                 "update",
                 (fact.name,),
                 f"{fact.name}: {bundle.floating} -> {target}; {how}",
-                restart=fact.active and restart,
+                restart=(fact.active or fact.failed_start) and restart,
             )
         )
     steps.append(Step("release", detail="release the update lease"))

@@ -58,6 +58,9 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (lease.LeaseHeldError(lease.Lease("h", 1, "t", 0.0), 0.0), cli.LEASE_HELD),
     (lease.LeaseLostError("x"), cli.LEASE_HELD),
     (lease.LeaseUnreadableError("x"), cli.LEASE_HELD),
+    # 2: the image under the tag has another digest than the one asked for
+    (images.DigestMismatch("x", **NODE), cli.BAD_INPUT),
+    (execute.DigestRefused("x"), cli.BAD_INPUT),
     # 5: unreachable, pulls
     (execute.PullsFailed("x"), cli.UNREACHABLE),
     (execute.NodesUnreachable("x"), cli.UNREACHABLE),
@@ -67,7 +70,6 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (images.ImageNotFound("x", **NODE), cli.UNREACHABLE),
     (images.AuthError("x", **NODE), cli.UNREACHABLE),
     (images.TLSError("x", **NODE), cli.UNREACHABLE),
-    (images.DigestMismatch("x", **NODE), cli.UNREACHABLE),
     (images.PullFailed("x", **NODE), cli.UNREACHABLE),
     (tunnel.TunnelFailed("x"), cli.UNREACHABLE),
     (pacemaker.ClusterUnreachableError("x"), cli.UNREACHABLE),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -82,6 +83,7 @@ class FakeStore:
         self.config = Config()
         self.names = {key(n): i for n, i in names.items()}
         self.running: dict[str, images.Container] = {}
+        self.events: dict[str, list[tuple[float, str]]] = {}
         for name, image_id in (running or {}).items():
             self.start(name, image_id)
         self.registry = {key(n): i for n, i in (registry or {}).items()}
@@ -128,18 +130,56 @@ class FakeStore:
         scheme = self.config.scheme
         found = naming.classify(name, scheme)
         back = key(rollback) if rollback else str(naming.rollback_name(found.service, scheme))
-        target = self.names.get(key(ref))
+        if str(ref) in self.names.values():  # an image ID
+            target: str | None = str(ref)
+        else:
+            target = self.names.get(key(ref))
         if target is None:
             raise images.ImageAbsent(f"{ref} is not in the store", "pull it", node=self.node)
         current = self.names.get(name)
+        before = self.names.get(back)
         if current == target:
-            return images.Retagged(self.node, name, current, target, moved=False)
+            return images.Retagged(
+                self.node,
+                name,
+                current,
+                target,
+                moved=False,
+                rollback_name=back,
+                rollback_before=before,
+            )
         if current is not None:
             self.names[back] = current
         self.names[name] = target
         return images.Retagged(
-            self.node, name, current, target, moved=True, rollback=back if current else None
+            self.node,
+            name,
+            current,
+            target,
+            moved=True,
+            rollback=back if current else None,
+            rollback_name=back,
+            rollback_before=before,
         )
+
+    def restore(self, done: images.Retagged) -> None:
+        self._call("restore", f"{done.floating} -> {done.old_id}")
+        if not done.moved:
+            return
+        if done.old_id is None:
+            raise images.ImageAbsent("nothing before", "none", node=self.node)
+        self.names[done.floating] = done.old_id
+        assert done.rollback_name is not None
+        if done.rollback_before is None:
+            self.names.pop(done.rollback_name, None)
+        else:
+            self.names[done.rollback_name] = done.rollback_before
+
+    def container_events(
+        self, name: str, since: float, until: float
+    ) -> tuple[tuple[float, str], ...]:
+        self._call("container_events", name)
+        return tuple((t, a) for t, a in self.events.get(name, ()) if since <= t <= until + 1)
 
     def containers(self, *, running_only: bool = False) -> tuple[images.Container, ...]:
         self._call("containers")
@@ -159,6 +199,7 @@ class FakeStore:
     def start(self, container: str, image_id: str | None = None) -> None:
         """Start ``container`` on ``image_id``, by default on what the floating name names."""
         image_id = image_id or self.names[key(FLOATING)]
+        self.events.setdefault(container, []).append((time.time(), "start"))
         self.running[container] = images.Container(
             name=f"/{container}",
             id=f"{next(_container_ids):064x}",
@@ -168,7 +209,8 @@ class FakeStore:
         )
 
     def stop(self, container: str) -> None:
-        self.running.pop(container, None)
+        if self.running.pop(container, None) is not None:
+            self.events.setdefault(container, []).append((time.time(), "died"))
 
     def image_of(self, container: str) -> str | None:
         found = self.running.get(container)
@@ -411,9 +453,10 @@ def test_a_restart_error_after_the_retag_rolls_the_node_back(
     # A replica left down is cleaned up and waited for; one still up is left alone.
     recovery = cluster.kinds("cleanup", "wait", "restart")[1:]
     assert recovery == ([("cleanup", BUNDLE_ID, "controller-0"), ("wait",)] if stopped else [])
-    # The node attribute follows the floating name both ways.
+    # The node attribute is written after a start only (no CIB write before the restart):
+    # the rollback's start shows the old image again.
     values = [e[3] for e in cluster.kinds("attribute")]
-    assert values == [NEW_REF, OLD_REF]
+    assert values == [OLD_REF]
 
 
 def test_a_store_error_after_the_retag_rolls_the_node_back(
@@ -487,7 +530,8 @@ def test_a_failure_when_the_name_did_not_move_is_raised_as_it_is(
     assert raised is error
     assert not res.retagged and not res.rolled_back and res.result == "failed"
     assert store.names[FLOATING] == NEW_ID and store.names[BACK] == OLD_ID
-    assert store.called("retag") == [f"{FLOATING} -> {NEW_REF}"]  # no rollback retag
+    assert store.called("retag") == [f"{FLOATING} -> {NEW_ID}"]  # no rollback retag
+    assert store.called("restore") == []
     assert cluster.kinds("attribute", "cleanup") == []
     assert events(tmp_path) == ["retag", "restart", "failed"]
     assert entries(tmp_path, "retag")[0]["moved"] is False
@@ -543,6 +587,21 @@ def store_after_update(node: str, *, running_image: str | None) -> FakeStore:
     return FakeStore(node, names, running=running)
 
 
+def moved(node: str, before: str | None = OLD_ID) -> images.Retagged:
+    """The retag of ``store_after_update``: the floating name moved from ``before`` to the new
+    image, and the rollback name (which named nothing) got ``before``."""
+    return images.Retagged(
+        node,
+        FLOATING,
+        before,
+        NEW_ID,
+        moved=True,
+        rollback=BACK if before else None,
+        rollback_name=BACK,
+        rollback_before=None,
+    )
+
+
 def rolling_back(
     monkeypatch: pytest.MonkeyPatch, running_image: str | None
 ) -> tuple[FakeStore, FakeCluster]:
@@ -556,7 +615,9 @@ def rollback(
 ) -> tuple[execute.NodeResult, BaseException | None]:
     res = execute.NodeResult(store.node, before=before, after=NEW_ID, retagged=True)
     try:
-        make_updater(tmp_path, {store.node: store}).rollback_node(BUNDLE, store.node, res)
+        make_updater(tmp_path, {store.node: store}).rollback_node(
+            BUNDLE, store.node, res, moved(store.node, before)
+        )
     except Exception as exc:  # the tests look at the error
         return res, exc
     return res, None
@@ -586,7 +647,8 @@ def test_rollback_brings_the_replica_back_on_the_previous_image(
         cluster.failed.add("controller-1")
     res, raised = rollback(tmp_path, store)
     assert raised is None and res.rolled_back
-    assert store.names[FLOATING] == OLD_ID and store.names[BACK] == NEW_ID
+    # Both names are as they were before the attempt: the rollback name named nothing.
+    assert store.names[FLOATING] == OLD_ID and BACK not in store.names
     assert cluster.kinds("cleanup", "wait", "restart") == actions
     assert store.image_of(container_of("controller-1")) == OLD_ID
     assert cluster.failed == set()
@@ -602,7 +664,7 @@ def test_rollback_fails_when_the_replica_stays_down(
     assert isinstance(raised, execute.RollbackFailed)
     assert "did not start again on controller-1" in raised.message
     assert f"`podman tag {BACK} {FLOATING}`" in raised.fix
-    assert f"`pcs resource cleanup {BUNDLE_ID} --node controller-1`" in raised.fix
+    assert f"`crm_resource --cleanup --resource {BUNDLE_ID} --node controller-1`" in raised.fix
     assert not res.rolled_back
     assert cluster.kinds("cleanup", "wait") == [("cleanup", BUNDLE_ID, "controller-1"), ("wait",)]
     assert events(tmp_path) == ["rollback-failed"]
@@ -677,7 +739,7 @@ def restart_if_needed(
         cluster.extra_failures.append(guard_failure("controller-2"))
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
     updater = make_updater(tmp_path, {store.node: store})
-    assert updater._restart_if_needed(BUNDLE, res, NEW_ID, restart) is res
+    assert updater._restart_if_needed(BUNDLE, res, NEW_ID, restart, moved(store.node)) is res
     return store, cluster, res
 
 
@@ -940,7 +1002,7 @@ def test_preflight_refuses_a_failed_replica_and_says_how_to_clean_it_up() -> Non
     assert problems == [
         "replica galera-bundle-podman-1 on controller-1 is not healthy",
         "failed start of galera-bundle-podman-1 on controller-1: User-injected result; clean "
-        "it up first with `pcs resource cleanup galera-bundle-podman-1 --node controller-1`",
+        "it up first with `crm_resource --cleanup --resource galera-bundle-podman-1 --node controller-1`",
     ]
 
 
@@ -965,7 +1027,7 @@ def test_a_healed_node_whose_replica_does_not_start_is_a_failure(
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
     updater = make_updater(tmp_path, {store.node: store})
     with pytest.raises(pacemaker.RestartFailedError, match="did not start"):
-        updater._restart_if_needed(BUNDLE, res, NEW_ID, True)
+        updater._restart_if_needed(BUNDLE, res, NEW_ID, True, moved(store.node))
 
 
 def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(
