@@ -302,6 +302,7 @@ def update(
 ) -> None:
     """Per-node minor update of SERVICE to --image, one node at a time."""
     from pcmkimg import reference
+    from pcmkimg.progress import PullDisplay
 
     env = _env()
     the_plan, _ = _plan(env, service, image, nodes, every, digest, not no_restart)
@@ -315,7 +316,8 @@ def update(
     report = execute.UpdateReport(the_plan.bundle.id, the_plan.bundle.service, str(target))
     jrnl = journal.open_journal(_journal_path(env))
     with _stores(env) as stores:
-        updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout)
+        shown = PullDisplay(sys.stderr)  # one updating line per node on a terminal
+        updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout, progress=shown)
         try:
             updater.run(the_plan, target, digest, not no_restart, report)
         except BaseException as exc:
