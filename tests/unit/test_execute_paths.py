@@ -1002,7 +1002,8 @@ def test_preflight_refuses_a_failed_replica_and_says_how_to_clean_it_up() -> Non
     assert problems == [
         "replica galera-bundle-podman-1 on controller-1 is not healthy",
         "failed start of galera-bundle-podman-1 on controller-1: User-injected result; clean "
-        "it up first with `crm_resource --cleanup --resource galera-bundle-podman-1 --node controller-1`",
+        "it up first with `crm_resource --cleanup --resource galera-bundle-podman-1 "
+        "--node controller-1`",
     ]
 
 
@@ -1045,3 +1046,133 @@ def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(
     assert res.result == "failed" and not res.rolled_back
     assert store.names[FLOATING] == NEW_ID  # left for the operator, with the ban's fix
     assert cluster.kinds("cleanup") == []
+
+
+# --------------------------------------------------------------------------- issue 9
+
+
+PREV_ID = "c" * 64
+
+
+def test_a_rolled_back_attempt_leaves_the_rollback_name_where_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rollback name named an older image before the attempt: it names it again after
+    the rollback (not the image the attempt failed on), and the floating name the old one."""
+    store = store_on_old("controller-0")
+    store.names[BACK] = PREV_ID
+    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster.restart_errors["controller-0"] = (timed_out(), True)
+    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
+    assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
+    assert store.called("restore") == [f"{FLOATING} -> {OLD_ID}"]
+    retag = entries(tmp_path, "retag")[0]
+    assert (retag["rollback"], retag["rollback_before"]) == (BACK, PREV_ID)
+
+
+def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupted run moved the name (its journal line says from what); the re-run's
+    restart fails: both names go back to before the first run."""
+    store = store_after_update("controller-0", running_image=OLD_ID)
+    journal = Journal(tmp_path / "journal.jsonl", "run-0")
+    journal.record(
+        "retag",
+        service="mariadb",
+        node="controller-0",
+        floating=FLOATING,
+        before=OLD_ID,
+        after=NEW_ID,
+        moved=True,
+        rollback=BACK,
+        rollback_before=PREV_ID,
+    )
+    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster.restart_errors["controller-0"] = (
+        pacemaker.RestartFailedError("start failed", "fix it"),
+        True,
+    )
+    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
+    assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
+
+
+def test_a_node_is_not_touched_while_another_replica_is_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = store_on_old("controller-0")
+    # Only controller-0's store exists: the fake cluster shows replicas 1 and 2 down.
+    FakeCluster({"controller-0": store}).install(monkeypatch)
+    updater = make_updater(tmp_path, {"controller-0": store})
+    updater.baseline = plan.Health(
+        active={0: "controller-0", 1: "controller-1", 2: "controller-2"}, promoted=3
+    )
+    res, raised = update(updater, "controller-0")
+    assert isinstance(raised, execute.PreflightFailed)
+    assert "stopped before controller-0, which was not touched" in raised.message
+    assert "replica 1 of the bundle (on controller-1" in raised.message
+    assert store.called("retag") == [] and res.result == "pending"
+
+
+def test_a_failed_start_where_the_name_was_missing_is_cleaned_up_and_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FakeStore("controller-2", {NEW_REF: NEW_ID})  # no floating name, no replica
+    cluster = FakeCluster({"controller-2": store}).install(monkeypatch)
+    failure = cib.Failure(
+        op_key="galera-bundle-podman-2_start_0",
+        resource="galera-bundle-podman-2",
+        task="start",
+        interval_ms=0,
+        node="controller-2",
+        exitcode=1,
+        exitstatus="error",
+        exit_reason="failed to pull image cluster.common.tag/mariadb:pcmklatest",
+    )
+    cluster.extra_failures.append(failure)
+    status = cluster.status(RUNNER)
+    assert execute.healable(failure, BUNDLE_ID, {"controller-2"})
+    assert not execute.healable(failure, BUNDLE_ID, {"controller-1"})
+    read = execute.Cluster(cluster.config, cluster.mon, status)
+    assert execute.preflight_problems(read, BUNDLE_ID, ["controller-2"], {"controller-2"}) == []
+    assert any(
+        "failed start of galera-bundle-podman-2" in p
+        for p in execute.preflight_problems(read, BUNDLE_ID, ["controller-2"])
+    )
+    res, raised = update(make_updater(tmp_path, {"controller-2": store}), "controller-2")
+    assert raised is None and res.result == "started"
+    assert ("cleanup", BUNDLE_ID, "controller-2") in cluster.events
+    assert store.image_of(container_of("controller-2")) == NEW_ID
+
+
+def test_a_pulled_tag_with_another_digest_is_refused_as_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stores, cluster = three_nodes(monkeypatch)
+    wrong = images.DigestMismatch(
+        f"{NEW_REF} has digest sha256:{'1' * 64}, not the expected sha256:{'2' * 64}",
+        "check the digest",
+        node="controller-1",
+    )
+    stores["controller-1"].fail("pull", wrong)
+    report, raised = run(tmp_path, stores)
+    assert isinstance(raised, execute.DigestRefused)
+    assert "nothing was retagged or restarted" in raised.message
+    assert "1" * 64 in raised.message and "2" * 64 in raised.message
+    assert all(s.called("retag") == [] for s in stores.values())
+    assert report.nodes == []
+
+
+def test_the_report_has_the_real_downtime_beside_the_restart_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = store_on_old("controller-0")
+    FakeCluster({"controller-0": store}).install(monkeypatch)
+    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    assert raised is None and res.result == "ok"
+    assert res.down_seconds is not None and 0 <= res.down_seconds <= res.restart_seconds
+    report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF, [res])
+    assert report.as_dict()["longest_down_seconds"] == res.down_seconds
+    assert "longest restart step" in report.summary()

@@ -145,3 +145,13 @@ def test_ssh_argv_checks_host_keys_and_uses_given_files() -> None:
     assert argv[-4:] == ["-p", "2222", "--", "root@h.example"]
     plain = ssh_argv(SshTarget("h", "/s"), "/l")
     assert not any("KnownHosts" in a or "Identity" in a for a in plain)
+
+
+def test_downtime_is_from_the_old_containers_death_to_the_new_ones_start() -> None:
+    events = [(9.0, "start"), (10.0, "kill"), (10.4, "died"), (10.5, "remove"), (11.6, "start")]
+    assert images.downtime(events, since=9.5) == 1.2
+    # A stop without a died event counts from the stop.
+    assert images.downtime([(10.0, "stop"), (10.7, "start")], since=9.5) == 0.7
+    # Not both seen: unknown, never a guess.
+    assert images.downtime([(10.0, "died")], since=9.5) is None
+    assert images.downtime([(9.0, "died"), (9.2, "start")], since=9.5) is None

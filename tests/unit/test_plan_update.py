@@ -186,3 +186,53 @@ def test_find_bundle_with_another_scheme() -> None:
     assert P.find_bundle(pairs, "alpha", scheme).id == "a-bundle"
     with pytest.raises(P.UnknownService):
         P.find_bundle(pairs, "alpha", naming.DEFAULT_SCHEME)
+
+
+# --------------------------------------------------------------------------- a refused node
+
+
+def test_a_node_whose_replica_failed_to_start_is_planned_as_started_not_retag_only() -> None:
+    facts = [fact("c-0", active=True), fact("c-1", failed_start=True), fact("c-2")]
+    plan = P.plan_update(BUNDLE, TARGET, facts, None)
+    by_node = {s.nodes[0]: s for s in update_steps(plan)}
+    assert "clean up the replica's failed start" in by_node["c-1"].detail
+    assert "retag only" not in by_node["c-1"].detail and by_node["c-1"].restart
+    assert "retag only" in by_node["c-2"].detail and not by_node["c-2"].restart
+    # --no-restart: nothing is started there either.
+    plan = P.plan_update(BUNDLE, TARGET, facts, None, restart=False)
+    assert not any(s.restart for s in update_steps(plan))
+
+
+# --------------------------------------------------------------------------- health per node
+
+
+START = P.Health(active={0: "c-0", 1: "c-1", 2: "c-2"}, promoted=1)
+
+
+def test_a_node_may_be_touched_when_every_other_replica_is_active_and_promoted() -> None:
+    assert P.before_node_problems(START, START, "c-1") == []
+    # Its own replica may be down (a refused node); another replica moved is still active.
+    now = P.Health(active={0: "c-2", 2: "c-0"}, promoted=1)
+    assert P.before_node_problems(START, now, "c-1") == []
+
+
+def test_a_node_is_not_touched_while_another_replica_is_down_or_unpromoted() -> None:
+    now = P.Health(active={0: "c-0", 1: "c-1"}, promoted=0)
+    assert P.before_node_problems(START, now, "c-0") == [
+        "replica 2 of the bundle (on c-2 when the update started) is not active",
+        "0 promoted instance(s), 1 when the update started",
+    ]
+
+
+def test_after_a_restart_the_replica_is_active_on_an_updated_node_and_promoted_again() -> None:
+    assert P.after_restart_problems(START, START, 1, "c-1", {"c-1"}) == []
+    moved = P.Health(active={0: "c-0", 1: "c-3", 2: "c-2"}, promoted=1)
+    assert P.after_restart_problems(START, moved, 1, "c-1", {"c-1", "c-3"}) == []
+    assert P.after_restart_problems(START, moved, 1, "c-1", {"c-1"}) == [
+        "replica 1 moved from c-1 to c-3, which does not have the new image"
+    ]
+    down = P.Health(active={0: "c-0", 2: "c-2"}, promoted=0)
+    assert P.after_restart_problems(START, down, 1, "c-1", {"c-1"}) == [
+        "replica 1 is not active after its restart on c-1",
+        "0 promoted instance(s) after the restart on c-1, 1 before the update",
+    ]
