@@ -1,12 +1,16 @@
 #!/bin/sh
 # Build the pcmkimg RPM offline with rpmbuild (works with Debian's rpm too).
 #
-# Usage: sh packaging/build-rpm.sh [--worktree] [--outdir DIR]
+# Usage: sh packaging/build-rpm.sh [--worktree] [--outdir DIR] [--release N]
 #
 #   (default)     build from HEAD: `git archive HEAD`, reproducible.
 #   --worktree    build from the working tree: tracked files as they are now,
 #                 plus untracked files that .gitignore does not exclude.
 #   --outdir DIR  where to put the .rpm (default: build/ in the repository).
+#   --release N   the RPM release (default 1), e.g. to build an upgrade.
+#
+# The version has one source, __version__ in pcmkimg/__init__.py: setup.cfg
+# reads it (attr:), and this script passes it to rpmbuild.
 #
 # The source tarball, the spec (taken from that tarball) and rpmbuild's trees
 # live in a temporary _topdir under build/, removed after a good build (kept
@@ -29,6 +33,7 @@ die() {
 
 from=head
 outdir=
+release=1
 while [ $# -gt 0 ]; do
     case $1 in
     --worktree) from=worktree ;;
@@ -38,6 +43,12 @@ while [ $# -gt 0 ]; do
         shift
         ;;
     --outdir=*) outdir=${1#--outdir=} ;;
+    --release)
+        [ $# -ge 2 ] || die "--release needs a number"
+        release=$2
+        shift
+        ;;
+    --release=*) release=${1#--release=} ;;
     -h | --help)
         usage
         exit 0
@@ -46,6 +57,9 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+case $release in
+'' | *[!0-9.]* | .* | *.) die "--release must be digits and dots, e.g. 2" ;;
+esac
 
 command -v git >/dev/null 2>&1 || die "git not found"
 command -v rpmbuild >/dev/null 2>&1 || die "rpmbuild not found (apt-get install rpm)"
@@ -81,7 +95,7 @@ else
 fi
 epoch=$(git -C "$repo" log -1 --format=%ct HEAD)
 
-for f in setup.cfg packaging/pcmkimg.spec packaging/pcmkimg.conf agents/floating-image; do
+for f in pcmkimg/__init__.py packaging/pcmkimg.spec packaging/pcmkimg.conf agents/floating-image; do
     if ! git -C "$repo" cat-file -e "$tree:$f" 2>/dev/null; then
         if [ "$from" = head ]; then
             die "$f is not in HEAD; commit it or build with --worktree"
@@ -90,8 +104,11 @@ for f in setup.cfg packaging/pcmkimg.spec packaging/pcmkimg.conf agents/floating
     fi
 done
 
-version=$(git -C "$repo" cat-file -p "$tree:setup.cfg" | sed -n 's/^version[[:space:]]*=[[:space:]]*//p' | head -n 1)
-[ -n "$version" ] || die "no version in setup.cfg"
+version=$(git -C "$repo" cat-file -p "$tree:pcmkimg/__init__.py" |
+    sed -n 's/^__version__[[:space:]]*=[[:space:]]*"\([^"]*\)"[[:space:]]*$/\1/p' | head -n 1)
+case $version in
+'' | *[!0-9A-Za-z.+~]*) die "no valid __version__ = \"X.Y.Z\" in pcmkimg/__init__.py" ;;
+esac
 
 name=pcmkimg-$version
 if [ "$from" = head ]; then
@@ -108,6 +125,7 @@ built=1
 rpmbuild -bb --nodeps \
     --define "_topdir $top" \
     --define "pcmkimg_version $version" \
+    --define "pcmkimg_release $release" \
     --define "use_source_date_epoch_as_buildtime 1" \
     --define "clamp_mtime_to_source_date_epoch 1" \
     --define "_buildhost reproducible" \

@@ -6,7 +6,8 @@ set -eu
 PKGS="podman runc busybox-static docker-registry skopeo uidmap
 pacemaker pacemaker-cli-utils corosync pcs resource-agents
 rpm libxml2-utils openssh-server openssh-client iproute2 util-linux procps socat cpio
-python3 python3-venv python3-pip python3-lxml python3-click tox make"
+python3 python3-venv python3-pip python3-lxml python3-click tox make
+help2man xsltproc docbook-xsl man-db groff-base bash"
 
 missing=""
 for p in $PKGS; do

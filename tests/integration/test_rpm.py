@@ -234,3 +234,122 @@ def test_cli_runs_from_the_payload(files, payload, sitelib):
         assert re.search(rf"^  {command}\b", proc.stdout, re.MULTILINE), proc.stdout
     proc = run([PYTHON, str(wrapper), "--version"], env=env, cwd=payload)
     assert re.fullmatch(r"pcmkimg, version \d+\.\d+\.\d+\S*\n", proc.stdout), proc.stdout
+
+
+# --------------------------------------------------------------------------- issue 13
+
+MAN8 = "/usr/share/man/man8"
+COMPLETION = "/usr/share/bash-completion/completions/pcmkimg"
+
+
+def test_versions_agree(rpm_file, payload, sitelib):
+    """One version: pcmkimg/__init__.py, read by setup.cfg and passed to rpmbuild."""
+    import configparser
+
+    from pcmkimg import __version__
+
+    setup = configparser.ConfigParser()
+    setup.read(REPO / "setup.cfg")
+    assert setup["metadata"]["version"] == "attr: pcmkimg.__version__"
+    (line,) = query(rpm_file, "--qf", "%{VERSION}\n")
+    assert line == __version__
+    env = python_env(payload, sitelib)
+    need_requires(env, "click", "lxml", "podman")
+    proc = run([PYTHON, str(payload / CLI.lstrip("/")), "--version"], env=env, cwd=payload)
+    assert proc.stdout == f"pcmkimg, version {__version__}\n"
+
+
+def test_man_pages_completion_and_licence_are_packaged(files, payload):
+    pages = {Path(p).name for p in files if p.startswith(f"{MAN8}/")}
+    for page in ("pcmkimg.8", "pcmkimg-update.8", "pcmkimg-rollback.8", "pcmkimg-guard-add.8"):
+        assert any(p.startswith(page) for p in pages), (page, pages)
+    assert [p for p in files if p.startswith("/usr/share/man/man7/ocf_pcmkimg_floating-image.7")]
+    assert files[COMPLETION][:3] == ("-rw-r--r--", "root", "root")
+    script = (payload / COMPLETION.lstrip("/")).read_text()
+    assert "complete -o nosort -F _pcmkimg_completion pcmkimg" in script
+    licences = [p for p, f in files.items() if "l" in f[3]]
+    assert [p for p in licences if p.endswith("/LICENSE")], licences
+    text = (payload / [p for p in licences if p.endswith("/LICENSE")][0].lstrip("/")).read_text()
+    assert "GNU GENERAL PUBLIC LICENSE" in text and "Version 2, June 1991" in text
+
+
+def test_post_enables_podman_socket_only_on_first_install_with_systemd(rpm_file):
+    (script,) = [query(rpm_file, "--qf", "%{POSTIN}")]
+    text = "\n".join(script)
+    assert '"$1" -eq 1' in text and "/run/systemd/system" in text
+    assert "systemctl enable --now podman.socket" in text
+
+
+@pytest.fixture(scope="module")
+def upgrade_rpm(tmp_path_factory) -> str:
+    """The same tree built as release 2: an upgrade of rpm_file."""
+    out = tmp_path_factory.mktemp("rpm2")
+    proc = run(
+        ["sh", str(REPO / "packaging" / "build-rpm.sh"), "--worktree", "--outdir", str(out)]
+        + ["--release", "2"],
+        cwd=REPO,
+        timeout=120,
+    )
+    return proc.stdout.strip()
+
+
+def rpm_root(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run(["rpm", "--root", str(root), "--nodeps", *args])
+
+
+def test_install_upgrade_and_erase_in_a_scratch_root(rpm_file, upgrade_rpm, tmp_path):
+    """rpm -i, -U and -e with a real RPM database; the scriptlets run (busybox sh, no systemd)."""
+    need_tools("busybox")
+    root = tmp_path / "root"
+    (root / "bin").mkdir(parents=True)
+    busybox = subprocess.run(
+        ["sh", "-c", "command -v busybox"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (root / "bin" / "busybox").write_bytes(Path(busybox).read_bytes())
+    (root / "bin" / "busybox").chmod(0o755)
+    (root / "bin" / "sh").symlink_to("busybox")
+    run(["rpm", "--root", str(root), "--initdb"])
+
+    proc = rpm_root(root, "-i", rpm_file)
+    assert "scriptlet" not in proc.stderr, proc.stderr
+    assert run(["rpm", "--root", str(root), "-q", "pcmkimg"]).stdout.strip().endswith("-1.noarch")
+    agent = root / AGENT.lstrip("/")
+    assert agent.is_file() and os.access(agent, os.X_OK), "pcs resource describe looks here"
+    state = root / STATE_DIR.lstrip("/")
+    assert stat_mode(state) == 0o700
+    assert (root / COMPLETION.lstrip("/")).is_file()
+    assert [p for p in (root / MAN8.lstrip("/")).iterdir() if p.name.startswith("pcmkimg.8")]
+    # The operator edits the configuration and runs an update (a journal line).
+    conf = root / CONF.lstrip("/")
+    edited = conf.read_text() + "\n[scheme]\nprefix = cluster.common.tag\n"
+    conf.write_text(edited)
+    journal = state / "journal.jsonl"
+    journal.write_text('{"event": "start"}\n')
+    journal.chmod(0o600)
+
+    proc = rpm_root(root, "-U", upgrade_rpm)
+    assert "scriptlet" not in proc.stderr, proc.stderr
+    assert run(["rpm", "--root", str(root), "-q", "pcmkimg"]).stdout.strip().endswith("-2.noarch")
+    assert conf.read_text() == edited, "%config(noreplace) lost the local edits"
+    assert stat_mode(state) == 0o700
+    assert journal.read_text() == '{"event": "start"}\n'
+    assert agent.is_file() and os.access(agent, os.X_OK)
+    verify = subprocess.run(
+        ["rpm", "--root", str(root), "-V", "--nodeps", "pcmkimg"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # Only the edited configuration differs from the package (size, digest, mtime).
+    changed = [line for line in verify.stdout.splitlines() if line.strip()]
+    assert all(line.endswith(CONF) for line in changed), changed
+
+    rpm_root(root, "-e", "pcmkimg")
+    assert not agent.exists() and not (root / CLI.lstrip("/")).exists()
+    assert (root / f"{CONF.lstrip('/')}.rpmsave").read_text() == edited
+    assert journal.is_file(), "the journal is the operator's: rpm -e must keep it"
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o7777

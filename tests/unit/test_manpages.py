@@ -1,0 +1,100 @@
+"""The man pages, generated as the RPM build does (packaging/manpages.py), render cleanly.
+
+Every click command has its page (pcmkimg(8), pcmkimg-update(8), pcmkimg-guard-add(8), ...),
+the agent has ocf_pcmkimg_floating-image(7), and ``man -l`` renders each without a warning.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from pcmkimg import __version__
+from pcmkimg.cli import cli
+from tests.sandbox.require import need, need_tools
+
+REPO = Path(__file__).resolve().parents[2]
+DOCBOOK = "/usr/share/xml/docbook/stylesheet/docbook-xsl/manpages/docbook.xsl"
+
+
+def command_paths(cmd: click.Command, words: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [words]
+    if isinstance(cmd, click.Group):
+        for name, sub in cmd.commands.items():
+            found += command_paths(sub, (*words, name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> Path:
+    need_tools("help2man", "xsltproc", "man")
+    need(os.path.isfile(DOCBOOK), "needs the DocBook XSL stylesheets (apt-get install docbook-xsl)")
+    out = tmp_path_factory.mktemp("man")
+    subprocess.run(
+        [sys.executable, str(REPO / "packaging" / "manpages.py"), str(out), __version__],
+        env={**os.environ, "SOURCE_DATE_EPOCH": "1796117344"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return out
+
+
+def every_page() -> list[str]:
+    names = ["-".join(("pcmkimg", *w)) + ".8" for w in command_paths(cli)]
+    return [*names, "ocf_pcmkimg_floating-image.7"]
+
+
+def test_every_command_has_a_page(pages):
+    assert "pcmkimg-update.8" in every_page() and "pcmkimg-guard-add.8" in every_page()
+    assert sorted(p.name for p in pages.iterdir()) == sorted(every_page())
+
+
+@pytest.mark.parametrize("name", every_page())
+def test_the_page_renders_without_warnings(pages, name):
+    proc = subprocess.run(
+        ["man", "-l", "--warnings", str(pages / name)],
+        env={
+            **os.environ,
+            "MANWIDTH": "80",
+            "MANPAGER": "cat",
+            "PAGER": "cat",
+            "LC_ALL": "C.UTF-8",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    title, section = name.rsplit(".", 1)
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith(f"{title.upper()[:20]}"), first
+    assert f"({section})" in first
+    assert "NAME" in proc.stdout and f"pcmkimg {__version__}" in proc.stdout
+
+
+def test_the_update_page_has_the_help_text(pages):
+    text = (pages / "pcmkimg-update.8").read_text()
+    for option in cli.commands["update"].params:
+        if isinstance(option, click.Option):
+            assert option.opts[0].replace("-", r"\-") in text, option.opts[0]
+    # Nothing cut short: help2man gets the whole help line, roff does the filling.
+    main = (pages / "pcmkimg.8").read_text()
+    commands = main.split('.SS "Commands:"')[1].split(".SH")[0]
+    assert "..." not in commands and "restart that replica" in commands
+
+
+def test_the_agent_page_has_every_parameter(pages):
+    from pcmkimg.agent import AGENT
+
+    text = (pages / "ocf_pcmkimg_floating-image.7").read_text()
+    assert AGENT.parameters
+    for param in AGENT.parameters:
+        assert f"\\fB{param.name}\\fR" in text, param.name
