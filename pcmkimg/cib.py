@@ -602,6 +602,10 @@ class ReplicaStatus:
     failed: bool
     managed: bool
     blocked: bool
+    resources: tuple[str, ...] = ()
+    """Every resource of the replica: container, ip, remote connection, inner primitive."""
+    guest: str | None = None
+    """The replica's guest node (its remote connection's id) when it has an inner primitive."""
 
 
 @dataclass(frozen=True)
@@ -675,6 +679,27 @@ class ClusterStatus:
             f for f in self.failures if f.resource in wanted and (node is None or f.node == node)
         ]
 
+    def bundle_failures(
+        self, bundle_id: str, also: Iterable[str] = ()
+    ) -> list[tuple[str | None, Failure]]:
+        """(host, failure) of every failure of the bundle and of any resource of any of its
+        replicas (container, ip, remote connection, inner primitive), and of ``also`` (e.g. the
+        guard), whether or not a replica is active on that node now: a container whose start
+        failed is stopped there and its replica may run elsewhere or nowhere. The host is the
+        node where it failed; for a failure on a replica's guest node (the inner primitive), the
+        node where that replica's container runs, None when it runs nowhere."""
+        replicas = self.replicas_of(bundle_id)
+        wanted = {bundle_id, *also, *(rid for r in replicas for rid in r.resources)}
+        wanted |= {r.container_id for r in replicas}
+        hosts: dict[str, str | None] = {
+            r.guest: (r.node if r.active else None) for r in replicas if r.guest
+        }
+        return [
+            (hosts[f.node] if f.node in hosts else f.node, f)
+            for f in self.failures
+            if f.resource in wanted
+        ]
+
 
 def _role(value: str | None) -> str:
     role = value or "Stopped"
@@ -704,6 +729,7 @@ def _replica(bundle_el: Element, replica_el: Element) -> ReplicaStatus:
     )
     node_el = container.find("node") if container is not None else None
     active = container is not None and _truthy(container.get("active"))
+    remote = next((r for r in resources if r.get("resource_agent") == "ocf:pacemaker:remote"), None)
     container_role = _role(container.get("role") if container is not None else None)
     role = container_role if inner is None or not active else _role(inner.get("role"))
     return ReplicaStatus(
@@ -717,6 +743,8 @@ def _replica(bundle_el: Element, replica_el: Element) -> ReplicaStatus:
         failed=any(_truthy(r.get("failed")) for r in resources),
         managed=all(_truthy(r.get("managed", "true")) for r in resources),
         blocked=any(_truthy(r.get("blocked")) for r in resources),
+        resources=tuple(r.get("id", "") for r in resources if r.get("id")),
+        guest=remote.get("id") if remote is not None and inner is not None else None,
     )
 
 

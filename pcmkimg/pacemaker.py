@@ -32,6 +32,7 @@ from typing import Optional
 from lxml import etree
 
 from pcmkimg import cib
+from pcmkimg import commands as cmd
 from pcmkimg.errors import PcmkimgError
 
 log = logging.getLogger(__name__)
@@ -205,7 +206,8 @@ class Runner:
         except subprocess.TimeoutExpired:
             raise PacemakerTimeoutError(
                 f"{argv[0]} did not finish within {limit:g}s ({' '.join(argv)})",
-                "check that the cluster is responsive (`crm_mon -1`), then retry",
+                f"check that the cluster is responsive ({cmd.quoted(cmd.cluster_state())}), "
+                "then retry",
                 argv=argv,
                 rc=-1,
             ) from None
@@ -222,7 +224,7 @@ def tool_error(result: Result) -> ToolError:
     what = f"{' '.join(argv)} failed (rc {rc}): {stderr or 'no message'}"
     text = stderr.lower()
     kind: type[ToolError] = ToolError
-    fix = "see the tool's message; `crm_mon -1` shows the cluster state"
+    fix = f"see the tool's message; {cmd.quoted(cmd.cluster_state())} shows the cluster state"
     if (
         rc == RC_OLD
         or "older than existing configuration" in text
@@ -232,11 +234,17 @@ def tool_error(result: Result) -> ToolError:
     elif rc == RC_QUORUM or "quorum" in text:
         kind, fix = NoQuorumError, "restore quorum (bring nodes back online), then retry"
     elif rc == RC_TIMEOUT or "timed out" in text:
-        kind, fix = PacemakerTimeoutError, "the cluster did not settle: check `crm_mon -1`"
+        kind, fix = (
+            PacemakerTimeoutError,
+            f"the cluster did not settle: check {cmd.quoted(cmd.cluster_state())}",
+        )
     elif rc == RC_DISCONNECT or "could not connect" in text or "not connected" in text:
         kind, fix = ClusterUnreachableError, "start the cluster on this node, or " + FIX_ROOT
     elif rc == RC_NOSUCH or "not found" in text or "does not exist" in text:
-        kind, fix = NotFoundError, "check the name (`crm_mon -1` lists resources and nodes)"
+        kind, fix = (
+            NotFoundError,
+            f"check the name ({cmd.quoted(cmd.cluster_state())} lists resources and nodes)",
+        )
     return kind(what, fix, argv=argv, rc=rc, stderr=result.stderr)
 
 
@@ -461,24 +469,24 @@ def check_restartable(
     if cib.cluster_properties(config).get("maintenance-mode", "").lower() in ("true", "on", "1"):
         raise RestartRefusedError(
             f"{where}: the cluster is in maintenance mode",
-            "leave maintenance mode (`pcs property set maintenance-mode=false`) first",
+            f"leave maintenance mode ({cmd.quoted(cmd.leave_maintenance_mode())}) first",
         )
     if not bundle.is_managed:
         raise RestartRefusedError(
-            f"{where}: the bundle is unmanaged", f"`pcs resource manage {bundle_id}` first"
+            f"{where}: the bundle is unmanaged", f"{cmd.quoted(cmd.manage(bundle_id))} first"
         )
     if (bundle.target_role or "").lower() == "stopped":
         raise RestartRefusedError(
             f"{where}: the bundle is disabled (target-role=Stopped)",
-            f"`pcs resource enable {bundle_id}` first, or leave it stopped",
+            f"{cmd.quoted(cmd.enable(bundle_id))} first, or leave it stopped",
         )
     known = state.node(node)
     if known is None:
         names = ", ".join(n.name for n in state.nodes) or "none"
         raise RestartRefusedError(f"{where}: no node {node!r} (nodes: {names})", "check the name")
     for flag, fix in (
-        ("standby", f"`pcs node unstandby {node}` first"),
-        ("maintenance", f"`pcs node unmaintenance {node}` first"),
+        ("standby", f"{cmd.quoted(cmd.node_unstandby(node))} first"),
+        ("maintenance", f"{cmd.quoted(cmd.node_unmaintenance(node))} first"),
     ):
         if getattr(known, flag):
             raise RestartRefusedError(f"{where}: the node is in {flag}", fix)
@@ -490,16 +498,16 @@ def check_restartable(
     if replica is None or not replica.active:
         raise RestartRefusedError(
             f"{where}: no active replica of {bundle_id} on {node}",
-            f"start it first (`crm_resource --cleanup --resource {bundle_id} --node {node}`)",
+            f"start it first ({cmd.quoted(cmd.cleanup(bundle_id, node))})",
         )
     if replica.failed:
         raise RestartRefusedError(
             f"{where}: the replica has failed (crm_mon shows a failed operation)",
-            f"fix the cause, then `crm_resource --cleanup --resource {bundle_id} --node {node}`",
+            f"fix the cause, then {cmd.quoted(cmd.cleanup(bundle_id, node))}",
         )
     if not replica.managed:
         raise RestartRefusedError(
-            f"{where}: the replica is unmanaged", f"`pcs resource manage {bundle_id}` first"
+            f"{where}: the replica is unmanaged", f"{cmd.quoted(cmd.manage(bundle_id))} first"
         )
     return replica
 
@@ -602,7 +610,7 @@ def restart_replica(
                         f"{ban_id(bundle_id, node)} could not be removed"
                         + ("" if finished else " after an interruption")
                         + f": {exc.message}",
-                        f"`crm_resource --clear --resource {bundle_id} --node {node}`",
+                        cmd.quoted(cmd.clear_ban(bundle_id, node)),
                     ) from exc
     after = status_xml(runner)
     failures = _new_failures(before, after, bundle, replica, node)
@@ -617,8 +625,7 @@ def restart_replica(
         None,
     )
     fix = (
-        f"fix the cause on {node} (e.g. its image), then "
-        f"`crm_resource --cleanup --resource {bundle_id} --node {node}`"
+        f"fix the cause on {node} (e.g. its image), then {cmd.quoted(cmd.cleanup(bundle_id, node))}"
     )
     if failures:
         raise RestartFailedError(

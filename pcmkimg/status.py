@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg import cib, images, lease, naming, plan
+from pcmkimg import commands as cmd
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.execute import Cluster, Stores, node_facts
 from pcmkimg.reference import InvalidReference
@@ -60,7 +61,7 @@ def floating_bundles(
         if missing:
             raise plan.UnknownService(
                 f"no bundle behind a floating name for: {', '.join(missing)}",
-                "run `pcmkimg status` without arguments to list them",
+                f"run {cmd.quoted(cmd.status())} without arguments to list them",
             )
     return found
 
@@ -114,6 +115,20 @@ def _floating_like(name: str) -> bool:
         return False
 
 
+def _running(view: NodeView, replica: cib.ReplicaStatus | None) -> dict[str, str] | None:
+    """The replica's container as the node's store reports it, if it runs there."""
+    if replica is None or not replica.active:
+        return None
+    for c in view.containers:
+        if c.name.lstrip("/") == replica.container_id:
+            return {"name": replica.container_id, "id": c.id, "image_id": c.image_id}
+    return None
+
+
+def _guard_ids(s: Service) -> list[str]:
+    return [s.bundle.guard.primitive_id] if s.bundle.guard else []
+
+
 def rows(g: Gathered) -> dict[str, object]:
     """The documented ``status --json`` document (schema ``pcmkimg-status/1``)."""
     services = []
@@ -122,18 +137,15 @@ def rows(g: Gathered) -> dict[str, object]:
         guard_state = "none" if guard is None else "wired" if s.bundle.guard_wired else "partial"
         guard_nodes = cib.clone_instances(g.cluster.mon, guard.clone_id) if guard else {}
         containers = {r.node: r for r in g.cluster.status.replicas_of(s.bundle.id) if r.node}
+        # Every replica's failures, on the node where they happened: a failed start leaves
+        # the replica stopped there (or running elsewhere), so "the replica on this node"
+        # would miss it.
+        failed = g.cluster.status.bundle_failures(s.bundle.id, _guard_ids(s))
         node_rows = []
         for fact in s.nodes:
             view = g.views[(s.bundle.id, fact.name)]
             replica = containers.get(fact.name)
-            running = None
-            if replica is not None:
-                for c in view.containers:
-                    if c.name.lstrip("/") == replica.container_id:
-                        running = {"name": replica.container_id, "id": c.id, "image_id": c.image_id}
-            ids = [replica.container_id] if replica else []
-            if guard:
-                ids.append(guard.primitive_id)
+            running = _running(view, replica)
             failures = [
                 {
                     "operation": f.task,
@@ -143,7 +155,8 @@ def rows(g: Gathered) -> dict[str, object]:
                     "reason": f.exit_reason,
                     "degraded": f.degraded,
                 }
-                for f in g.cluster.status.failures_of([s.bundle.id, *ids], fact.name)
+                for host, f in failed
+                if host == fact.name
             ]
             floating = _image(view.resolved)
             drift = bool(running and floating and running["image_id"] != floating["image_id"])
@@ -226,6 +239,45 @@ class Problem:
     message: str
 
 
+def _drift(s: Service, view: NodeView, replica: cib.ReplicaStatus | None) -> list[Problem]:
+    """The replica on this node runs another image than its floating name names there."""
+    running = _running(view, replica)
+    if running is None or view.resolved is None or running["image_id"] == view.resolved.id:
+        return []
+    names = sorted(n for n in view.resolved.other_names if not _floating_like(n))
+    image = names[0] if names else "REF"
+    return [
+        Problem(
+            "drift",
+            f"{running['name']} on {view.node} runs image {running['image_id'][:12]}, but "
+            f"{s.floating} names {view.resolved.id[:12]} there: a restart would change its "
+            f"image; fix: {cmd.shown(cmd.update(view.node, s.service, image))} restarts it "
+            "onto that image",
+        )
+    ]
+
+
+def _failures(g: Gathered, s: Service) -> list[Problem]:
+    """Failed operations of the bundle's replicas and guard on any node (degraded monitors,
+    which are successes, are left to ``status``)."""
+    found = []
+    guard = s.bundle.guard
+    for host, f in g.cluster.status.bundle_failures(s.bundle.id, _guard_ids(s)):
+        if f.degraded:
+            continue
+        target = guard.primitive_id if guard and f.resource == guard.primitive_id else s.bundle.id
+        where = f.node if host in (None, f.node) else f"{f.node} (on {host})"
+        found.append(
+            Problem(
+                "failed",
+                f"{f.task} of {f.resource} failed on {where}: {f.exit_reason or f.exitstatus}"
+                f" (rc {f.exitcode}); fix the cause, then: "
+                f"{cmd.shown(cmd.cleanup(target, f.node))}",
+            )
+        )
+    return found
+
+
 def problems(g: Gathered) -> list[Problem]:
     """Everything ``check`` reports; pure."""
     found: list[Problem] = []
@@ -237,7 +289,7 @@ def problems(g: Gathered) -> list[Problem]:
                     "no-guard",
                     f"bundle {s.bundle.id} has no guard: a node "
                     "without the floating name would try to pull it; fix: "
-                    f"pcmkimg guard add {s.bundle.id}",
+                    f"{cmd.shown(cmd.guard_add(s.bundle.id))}",
                 )
             )
         elif not s.bundle.guard_wired:
@@ -245,7 +297,7 @@ def problems(g: Gathered) -> list[Problem]:
                 Problem(
                     "guard-incomplete",
                     f"the guard of {s.bundle.id} is only "
-                    f"partly wired; fix: pcmkimg guard add {s.bundle.id}",
+                    f"partly wired; fix: {cmd.shown(cmd.guard_add(s.bundle.id))}",
                 )
             )
         if not s.bundle.interleave:
@@ -254,8 +306,7 @@ def problems(g: Gathered) -> list[Problem]:
                     "no-interleave",
                     f"bundle {s.bundle.id} lacks interleave=true: "
                     "a guard failure on one node would restart every replica; "
-                    f"fix: pcs resource bundle update {s.bundle.id} meta "
-                    "interleave=true",
+                    f"fix: {cmd.shown(cmd.set_interleave(s.bundle.id))}",
                 )
             )
         for fact in s.nodes:
@@ -276,26 +327,29 @@ def problems(g: Gathered) -> list[Problem]:
                     Problem(
                         "unresolved",
                         f"{s.floating} does not resolve on "
-                        f"{fact.name}, where {s.bundle.id} may run; fix: pcmkimg "
-                        f"update --node {fact.name} {s.service} --image REF",
+                        f"{fact.name}, where {s.bundle.id} may run; fix: "
+                        f"{cmd.shown(cmd.update(fact.name, s.service))}",
                     )
                 )
+            else:
+                found.extend(_drift(s, view, g.cluster.status.replica_on(s.bundle.id, fact.name)))
+        found.extend(_failures(g, s))
     stickiness = cib.rsc_defaults(config).get("resource-stickiness", "0")
     if stickiness.strip() in ("0", "", "+0", "-0"):
         found.append(
             Problem(
                 "stickiness",
                 "resource-stickiness is 0: restarting one replica "
-                "can shuffle replicas between nodes; fix: pcs resource defaults "
-                "update resource-stickiness=INFINITY",
+                "can shuffle replicas between nodes; fix: "
+                f"{cmd.shown(cmd.stickiness_infinity())}",
             )
         )
     for ban in cib.cli_constraints(config):
         found.append(
             Problem(
                 "leftover-ban",
-                f"leftover constraint {ban.id}; fix: crm_resource "
-                f"--clear --resource {ban.resource} --node {ban.node}",
+                f"leftover constraint {ban.id}; fix: "
+                f"{cmd.shown(cmd.clear_ban(ban.resource, ban.node))}",
             )
         )
     held = lease.read(config)

@@ -75,6 +75,19 @@ def gathered(cl: Cluster, services: list[S.Service], views: dict | None = None) 
     return g
 
 
+def with_failures(cl: Cluster, *failures: dict[str, str]) -> Cluster:
+    """``cl`` with more <failure> entries in its crm_mon XML, as crm_mon writes them."""
+    mon = copy.deepcopy(cl.mon)
+    section = mon.find("failures")
+    if section is None:
+        section = mon.makeelement("failures", {})
+        mon.append(section)
+    for attrs in failures:
+        base = {"exitstatus": "error", "exitcode": "1", "call": "9", "status": "complete"}
+        section.append(mon.makeelement("failure", {**base, "interval": "0", **attrs}))
+    return Cluster(cl.config, mon, cib.cluster_status(mon))
+
+
 def galera(cl: Cluster) -> list[S.Service]:
     return S.floating_bundles(cl, naming.DEFAULT_SCHEME, ["mariadb"])
 
@@ -192,6 +205,56 @@ def test_rows_drift_missing_unreachable_and_a_failed_start() -> None:
     assert len(lines) == 1 + 1 + 3  # title, head, one row per node
 
 
+START_FAILED = {
+    "operation": "start",
+    "resource": "galera-bundle-podman-1",
+    "exitcode": 1,
+    "exitstatus": "error",
+    "reason": "User-injected result",
+    "degraded": False,
+}
+
+
+def test_rows_a_stopped_replicas_failed_start_is_on_its_node() -> None:
+    # The floating name was gone from controller-1 when its replica restarted: the start
+    # failed (fail-count INFINITY), the replica is stopped, none runs on controller-1.
+    cl = cluster(mon="mon-stopped-failed-start.xml")
+    g = gathered(
+        cl, galera(cl), {("galera-bundle", "controller-1"): S.NodeView("controller-1", None, ())}
+    )
+    doc = S.rows(g)
+    jsonschema().validate(doc, json.loads(SCHEMA.read_text()))
+    n0, n1, n2 = doc["services"][0]["nodes"]
+    assert (n1["role"], n1["container"], n1["floating"]) == ("Stopped", None, None)
+    assert n1["failures"] == [START_FAILED]
+    assert n0["failures"] == n2["failures"] == []
+    text = "\n".join(S.table(doc))
+    assert "failed start of galera-bundle-podman-1: User-injected result" in text
+
+
+def test_rows_failures_of_any_replica_resource_and_the_guard_go_to_their_host() -> None:
+    cl = with_failures(
+        cluster(),
+        # replica 1's container failed on controller-2, where replica 2 runs (a shuffle)
+        {"op_key": "galera-bundle-podman-1_start_0", "node": "controller-2", "task": "start"},
+        # the inner primitive of replica 0, on its guest node: controller-0 hosts it
+        {
+            "op_key": "galera_monitor_10000",
+            "node": "galera-bundle-0",
+            "task": "monitor",
+            "interval": "10000",
+        },
+        {"op_key": "galera-bundle-1_start_0", "node": "controller-0", "task": "start"},
+        {"op_key": "galera-bundle-guard_start_0", "node": "controller-1", "task": "start"},
+        {"op_key": "redis-bundle-podman-1_start_0", "node": "controller-1", "task": "start"},
+    )
+    doc = S.rows(gathered(cl, galera(cl)))
+    n0, n1, n2 = ([f["resource"] for f in n["failures"]] for n in doc["services"][0]["nodes"])
+    assert n0 == ["galera", "galera-bundle-1"]
+    assert n1 == ["galera-bundle-guard"]  # not redis-bundle's
+    assert n2 == ["galera-bundle-podman-1"]
+
+
 def test_rows_degraded_monitor_is_marked_degraded() -> None:
     cl = cluster(mon="mon-degraded.xml")
     doc = S.rows(gathered(cl, galera(cl)))
@@ -270,7 +333,10 @@ def test_every_problem_kind_is_listed_with_its_fix() -> None:
     ]
     text = {p.kind: p.message for p in found}
     assert "pcmkimg guard add galera-bundle" in text["no-guard"]
-    assert "meta interleave=true" in text["no-interleave"]
+    assert (
+        "crm_resource --resource galera-bundle --meta --set-parameter interleave "
+        "--parameter-value true"
+    ) in text["no-interleave"]
     assert "resource-stickiness=INFINITY" in text["stickiness"]
     assert text["unreachable"] == "controller-2: ssh: refused"
     assert "--node controller-1 mariadb" in text["unresolved"]
@@ -307,3 +373,66 @@ def test_problems_are_listed_once() -> None:
     services = S.floating_bundles(cl, naming.DEFAULT_SCHEME, ["mariadb", "galera-bundle"])
     found = S.problems(gathered(cl, services))
     assert len(found) == len({(p.kind, p.message) for p in found})
+
+
+def test_check_reports_a_stopped_replicas_failed_start_with_the_cleanup() -> None:
+    cl = cluster(mon="mon-stopped-failed-start.xml")
+    g = gathered(
+        cl, galera(cl), {("galera-bundle", "controller-1"): S.NodeView("controller-1", None, ())}
+    )
+    found = S.problems(g)
+    assert kinds(found) == ["failed", "unresolved"]
+    failed = next(p.message for p in found if p.kind == "failed")
+    assert failed == (
+        "start of galera-bundle-podman-1 failed on controller-1: User-injected result (rc 1); "
+        "fix the cause, then: crm_resource --cleanup --resource galera-bundle --node controller-1"
+    )
+
+
+def test_check_reports_failures_on_guest_nodes_and_of_the_guard() -> None:
+    cl = with_failures(
+        cluster(),
+        {
+            "op_key": "galera_promote_0",
+            "node": "galera-bundle-2",
+            "task": "promote",
+            "exitreason": "no quorum",
+        },
+        {"op_key": "galera-bundle-guard_start_0", "node": "controller-1", "task": "start"},
+    )
+    messages = sorted(p.message for p in S.problems(gathered(cl, galera(cl))))
+    assert messages == [
+        "promote of galera failed on galera-bundle-2 (on controller-2): no quorum (rc 1); fix "
+        "the cause, then: crm_resource --cleanup --resource galera-bundle --node galera-bundle-2",
+        "start of galera-bundle-guard failed on controller-1: error (rc 1); fix the cause, "
+        "then: crm_resource --cleanup --resource galera-bundle-guard --node controller-1",
+    ]
+
+
+def test_check_leaves_a_degraded_monitor_to_status() -> None:
+    cl = cluster(mon="mon-degraded.xml")
+    assert cl.status.degraded and S.problems(gathered(cl, galera(cl))) == []
+
+
+def test_check_reports_drift_with_the_update_that_restarts_onto_the_named_image() -> None:
+    # The floating name on controller-0 was moved to NEW; the replica still runs OLD.
+    cl = cluster()
+    g = gathered(
+        cl,
+        galera(cl),
+        {
+            ("galera-bundle", "controller-0"): S.NodeView(
+                "controller-0",
+                resolved("controller-0", NEW, REAL_NEW),
+                (container("controller-0", "galera-bundle", OLD),),
+            )
+        },
+    )
+    assert S.rows(g)["services"][0]["nodes"][0]["drift"] is True
+    (drift,) = S.problems(g)
+    assert drift == S.Problem(
+        "drift",
+        f"galera-bundle-podman-0 on controller-0 runs image {OLD[:12]}, but {FLOATING} names "
+        f"{NEW[:12]} there: a restart would change its image; fix: pcmkimg update --node "
+        f"controller-0 mariadb --image {REAL_NEW} restarts it onto that image",
+    )
