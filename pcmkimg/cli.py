@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 
 from pcmkimg import __version__, cib, config, execute, journal, naming, pacemaker, plan
-from pcmkimg.completion import complete_bundle, complete_node, complete_service
+from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.errors import PcmkimgError, UsageError
 
 # --------------------------------------------------------------------------- exit codes
@@ -207,7 +207,7 @@ def cli(ctx: click.Context, as_json: bool, conf: str | None, journal_dir: str) -
 
 
 @cli.command()
-@click.argument("services", nargs=-1, shell_complete=complete_service)
+@click.argument("services", nargs=-1, **completes(complete_service))
 def status(services: tuple[str, ...]) -> None:
     """What runs behind each floating name on each node (drift, role, guard, failures)."""
     from pcmkimg import status as st
@@ -276,13 +276,13 @@ def _plan(
 
 
 @cli.command()
-@click.argument("service", shell_complete=complete_service)
+@click.argument("service", **completes(complete_service))
 @click.option("--image", "image", required=True, help="The real image REF to run.")
 @click.option(
     "--node",
     "nodes",
     multiple=True,
-    shell_complete=complete_node,
+    **completes(complete_node),
     help="A node to update (repeatable).",
 )
 @click.option("--all", "every", is_flag=True, help="Every node that can run the bundle.")
@@ -340,8 +340,8 @@ def _journal_path(env: Env):  # type: ignore[no-untyped-def]
 
 
 @cli.command()
-@click.argument("service", shell_complete=complete_service)
-@click.option("--node", required=True, shell_complete=complete_node, help="The node to roll back.")
+@click.argument("service", **completes(complete_service))
+@click.option("--node", required=True, **completes(complete_node), help="The node to roll back.")
 @timeout_option(300, "Seconds to wait for the restart.")
 def rollback(service: str, node: str, timeout: int) -> None:
     """Move the floating name back to the rollback image on NODE and restart that replica."""
@@ -390,7 +390,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
 
 
 @cli.command()
-@click.argument("service", required=False, shell_complete=complete_service)
+@click.argument("service", required=False, **completes(complete_service))
 @click.option(
     "--limit",
     default=50,
@@ -428,7 +428,7 @@ def _floating_of(env: Env, config_el: cib.Element, bundle_id: str, image: str | 
 
 
 @guard.command("add")
-@click.argument("bundle", shell_complete=complete_bundle)
+@click.argument("bundle", **completes(complete_bundle))
 @click.option("--image", default=None, help="The floating name (default: the bundle's image).")
 @click.option("--dry-run", is_flag=True, help="Print the equivalent pcs commands and stop.")
 @timeout_option(120, "Seconds to wait for the guard to start.")
@@ -514,7 +514,7 @@ def _undo_guard(env: Env, bundle: str, nodes: Sequence[str]) -> None:
 
 
 @guard.command("remove")
-@click.argument("bundle", shell_complete=complete_bundle)
+@click.argument("bundle", **completes(complete_bundle))
 def guard_remove(bundle: str) -> None:
     """Undo exactly what `guard add` did."""
     env = _env()
@@ -526,7 +526,7 @@ def guard_remove(bundle: str) -> None:
 
 
 @guard.command("show")
-@click.argument("bundle", shell_complete=complete_bundle)
+@click.argument("bundle", **completes(complete_bundle))
 def guard_show(bundle: str) -> None:
     """Print what is wired."""
     env = _env()
@@ -548,7 +548,7 @@ def guard_show(bundle: str) -> None:
 
 
 @cli.command()
-@click.argument("bundle", shell_complete=complete_bundle)
+@click.argument("bundle", **completes(complete_bundle))
 @click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
 @timeout_option(300, "Seconds to wait for the cluster to settle.")
 def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
@@ -573,12 +573,12 @@ def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
 
 
 @cli.command()
-@click.argument("service", shell_complete=complete_service)
+@click.argument("service", **completes(complete_service))
 @click.option(
     "--node",
     "nodes",
     multiple=True,
-    shell_complete=complete_node,
+    **completes(complete_node),
     help="A node to prune (repeatable).",
 )
 @click.option("--all", "every", is_flag=True, help="Every cluster node.")

@@ -11,7 +11,9 @@ The pure part (``services``, ``bundle_ids``, ``member_nodes``) works on a parsed
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -21,6 +23,22 @@ TIMEOUT = 2.0
 """Seconds a completion waits for ``cibadmin --query``."""
 
 Kind = Callable[[cib.Element, naming.Scheme], list[str]]
+Callback = Callable[[click.Context, Any, str], list[str]]
+
+# click 8 takes shell_complete=(ctx, param, incomplete); click 7 (RHEL 9's python3-click 7.1)
+# takes autocompletion=(ctx, args, incomplete) and refuses the other keyword.
+_CLICK_8 = "shell_complete" in inspect.signature(click.Parameter.__init__).parameters
+
+
+def completes(callback: Callback) -> dict[str, Any]:
+    """The keyword argument that gives a click argument or option ``callback``'s candidates."""
+    if _CLICK_8:
+        return {"shell_complete": callback}
+
+    def click7(ctx: click.Context, args: list[str], incomplete: str) -> list[str]:
+        return callback(ctx, None, incomplete)  # click 7 passes these three by name
+
+    return {"autocompletion": click7}
 
 
 def services(config: cib.Element, scheme: naming.Scheme) -> list[str]:
