@@ -273,11 +273,30 @@ def test_man_pages_completion_and_licence_are_packaged(files, payload):
     assert "GNU GENERAL PUBLIC LICENSE" in text and "Version 2, June 1991" in text
 
 
-def test_post_enables_podman_socket_only_on_first_install_with_systemd(rpm_file):
-    (script,) = [query(rpm_file, "--qf", "%{POSTIN}")]
-    text = "\n".join(script)
-    assert '"$1" -eq 1' in text and "/run/systemd/system" in text
-    assert "systemctl enable --now podman.socket" in text
+def test_post_enables_podman_socket_only_on_first_install_with_systemd(rpm_file, tmp_path):
+    """The %post scriptlet as rpm runs it ($1: 1 on install, 2 on upgrade), with a stand-in
+    systemctl, and its "is systemd running" check pointed at a directory of the test's."""
+    script = "\n".join(query(rpm_file, "--qf", "%{POSTIN}"))
+    assert script.count("/run/systemd/system") == 1, script
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    systemctl = bin_dir / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    systemctl.chmod(0o755)
+    booted = tmp_path / "run-systemd-system"
+
+    def post(arg: str) -> list[str]:
+        calls.write_text("")
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+        text = script.replace("/run/systemd/system", str(booted))
+        run(["sh", "-c", text, "post", arg], env=env)
+        return calls.read_text().splitlines()
+
+    assert post("1") == [], "no systemd: nothing is done"
+    booted.mkdir()
+    assert post("1") == ["enable --now podman.socket"]
+    assert post("2") == [], "an upgrade leaves the operator's choice alone"
 
 
 @pytest.fixture(scope="module")
