@@ -33,6 +33,7 @@ from typing import NamedTuple, Union
 
 from lxml import etree
 
+from pcmkimg import commands as cmd
 from pcmkimg.errors import PcmkimgError
 
 Element = etree._Element
@@ -46,8 +47,8 @@ GUARD_OPS = (("monitor", "30s", "30s"), ("start", "0s", "60s"), ("stop", "0s", "
 RUNTIMES = ("podman", "docker", "rkt")
 DEGRADED_EXITCODES = frozenset({190, 191})  # OCF_DEGRADED, OCF_DEGRADED_PROMOTED
 _ROLE_ALIASES = {"Master": "Promoted", "Slave": "Unpromoted"}
-_FIX_CIB = "pass the unmodified output of `cibadmin -Q` (or a file saved from it)"
-_FIX_MON = "pass the unmodified output of `crm_mon -1 --output-as=xml`"
+_FIX_CIB = f"pass the unmodified output of {cmd.quoted(cmd.query_cib())} (or a file saved from it)"
+_FIX_MON = f"pass the unmodified output of {cmd.quoted(cmd.status_xml())}"
 
 
 class CibParseError(PcmkimgError):
@@ -369,7 +370,8 @@ def _guard_clone(cib: Element, bundle_id: str) -> Element | None:
         raise GuardConflictError(
             f"id {ids['clone']!r} is taken by something that is not a pcmkimg guard "
             f"(<{clone.tag}>)",
-            f"rename or remove that resource, then retry (`pcs resource delete {ids['clone']}`)",
+            f"rename or remove that resource, then retry "
+            f"({cmd.quoted(cmd.delete_resource(ids['clone']))})",
         )
     return clone
 
@@ -440,7 +442,7 @@ def _bundle_element(cib: Element, bundle_id: str) -> Element:
     known = ", ".join(sorted(el.get("id", "") for el in _bundle_elements(cib))) or "none"
     raise BundleNotFoundError(
         f"no bundle {bundle_id!r} in the CIB (bundles: {known})",
-        "give a bundle id as `pcs resource status` shows it",
+        f"give a bundle id as {cmd.quoted(cmd.list_resources())} shows it",
     )
 
 
@@ -1017,7 +1019,7 @@ def _ensure_constraint(cib: Element, tag: str, attrs: dict[str, str]) -> None:
     if existing.tag != tag or existing.getparent() is not constraints:
         raise GuardConflictError(
             f"id {attrs['id']!r} is taken by a <{existing.tag}> that is not the guard's",
-            f"remove it (`pcs constraint delete {attrs['id']}`), then retry",
+            f"remove it ({cmd.quoted(cmd.delete_constraint(attrs['id']))}), then retry",
         )
     for name, value in attrs.items():
         existing.set(name, value)
@@ -1046,7 +1048,8 @@ def add_guard(
         if prim is None:
             raise GuardConflictError(
                 f"{ids['clone']} exists but holds no primitive",
-                f"remove it (`pcs resource delete {ids['clone']}`), then add the guard again",
+                f"remove it ({cmd.quoted(cmd.delete_resource(ids['clone']))}), then add the "
+                "guard again",
             )
         _set_nvpair(
             new,
@@ -1104,7 +1107,8 @@ def remove_guard(cib: Element, bundle_id: str) -> CibChange:
         elif any(ref.get("id") in guard_names for ref in constraint.iter("resource_ref")):
             raise GuardConflictError(
                 f"constraint {constraint.get('id')!r} names the guard in a resource set",
-                f"remove the guard from it (`pcs constraint delete {constraint.get('id')}`)",
+                "remove the guard from it "
+                f"({cmd.quoted(cmd.delete_constraint(constraint.get('id', '')))})",
             )
     record = _nvpairs(clone, "meta_attributes").get(GUARD_RECORD)
     _detach(clone)

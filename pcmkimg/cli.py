@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import click
 
 from pcmkimg import __version__, cib, config, execute, journal, naming, pacemaker, plan
+from pcmkimg import commands as cmd
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.errors import PcmkimgError, UsageError
 
@@ -367,7 +368,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
         if not isinstance(target, images.Resolved):
             raise execute.PreflightFailed(
                 f"{back} does not exist on {node}: there is nothing to roll back to",
-                f"use pcmkimg update --node {node} {bundle.service} --image REF",
+                f"use {cmd.shown(cmd.update(node, bundle.service))}",
             )
 
         def renew() -> None:
@@ -421,7 +422,7 @@ def _floating_of(env: Env, config_el: cib.Element, bundle_id: str, image: str | 
     if naming.as_floating(name, env.conf.scheme) is None:
         raise UsageError(
             f"bundle {bundle_id} runs {name}, which is not a floating name",
-            f"move it to one first (pcmkimg migrate), or give --image "
+            f"move it to one first ({cmd.shown(cmd.migrate(bundle_id))}), or give --image "
             f"{naming.floating_name(naming.service_of(name), env.conf.scheme)}",
         )
     return name
@@ -437,16 +438,14 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
 
     Two CIB changes, so that no replica restarts: first the guard clone alone, which must start
     on every node where a replica runs; then the constraints and interleave=true."""
-    import shlex
-
     env = _env()
     current = pacemaker.query_cib(env.runner)
     floating = _floating_of(env, current, bundle, image)
     if dry_run:
         cmds = cib.guard_pcs_commands(current, bundle, floating)
         # The guard must run before the constraints exist, or every replica restarts.
-        cmds = [cmds[0], ["crm_resource", "--wait"], *cmds[1:]]
-        env.out({"commands": cmds}, [shlex.join(c) for c in cmds])
+        cmds = [cmds[0], cmd.wait(), *cmds[1:]]
+        env.out({"commands": cmds}, [cmd.shown(c) for c in cmds])
         return
     existed = cib.bundle(current, bundle).guard is not None
     first = pacemaker.update_cib(
@@ -464,8 +463,8 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
                 f"the guard did not start on {', '.join(missing)}, where {bundle} runs: "
                 f"{floating} is missing there; wiring it would stop those replicas, so "
                 + ("nothing was wired" if not existed else "no constraint was added"),
-                f"pcmkimg update --node {missing[0]} {service.service if service else bundle} "
-                "--image REF, then pcmkimg guard add again",
+                f"{cmd.shown(cmd.update(missing[0], service.service if service else bundle))}, "
+                f"then {cmd.shown(cmd.guard_add(bundle))} again",
             )
     except BaseException:
         if not existed:  # leave nothing half-wired behind; a guard that was there stays
@@ -504,7 +503,7 @@ def _undo_guard(env: Env, bundle: str, nodes: Sequence[str]) -> None:
         except PcmkimgError as exc:
             raise GuardHalfWired(
                 f"the guard clone of {bundle} could not be removed again: {exc.message}",
-                f"pcmkimg guard remove {bundle}",
+                cmd.shown(cmd.guard_remove(bundle)),
             ) from exc
         for node in nodes:
             try:
@@ -534,7 +533,7 @@ def guard_show(bundle: str) -> None:
     g = b.guard
     doc: dict[str, Any] = {"bundle": b.id, "interleave": b.interleave, "wired": b.guard_wired}
     if g is None:
-        env.out({**doc, "guard": None}, [f"{b.id}: no guard (pcmkimg guard add {b.id})"])
+        env.out({**doc, "guard": None}, [f"{b.id}: no guard ({cmd.shown(cmd.guard_add(b.id))})"])
         return
     doc["guard"] = dict(g.__dict__)
     lines = [

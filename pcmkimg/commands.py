@@ -129,6 +129,16 @@ def cluster_state() -> list[str]:
     return ["crm_mon", "-1"]
 
 
+def status_xml() -> list[str]:
+    """The cluster's state as XML (what pcmkimg reads)."""
+    return ["crm_mon", "-1", "--output-as=xml"]
+
+
+def query_cib() -> list[str]:
+    """The whole CIB (what pcmkimg reads)."""
+    return ["cibadmin", "--query"]
+
+
 # --------------------------------------------------------------------------- pcs
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from pcmkimg import cib
+from pcmkimg import commands as cmd
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.pacemaker import Runner, query_cib, signals_held, sigterm_raises, update_cib
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TTL = 900.0  # seconds
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-_FIX_DELETE = f"`crm_attribute --type crm_config --name {PROPERTY} --delete`"
+_FIX_DELETE = cmd.quoted(cmd.delete_property(PROPERTY))
 
 
 class LeaseError(PcmkimgError):
@@ -179,7 +180,8 @@ def renew(
             raise LeaseLostError(
                 "the update lease is no longer ours"
                 + (f" (now held by pid {found.pid} on {found.host})" if found else " (gone)"),
-                "another update may be running: check with `pcmkimg status`, then re-run",
+                f"another update may be running: check with {cmd.quoted(cmd.status())}, "
+                "then re-run",
             )
         return cib.set_cluster_property(config, PROPERTY, renewed.encode())
 
@@ -233,6 +235,5 @@ def held(runner: Runner, ttl: float = DEFAULT_TTL) -> Iterator[Lease]:
                     # Never let an interruption or another error hide a lease left behind.
                     raise LeaseNotReleasedError(
                         f"the update lease could not be released: {exc.message}{before}",
-                        "`crm_attribute --type crm_config --name pcmkimg-lease --delete` once "
-                        "no pcmkimg runs",
+                        f"{_FIX_DELETE} once no pcmkimg runs",
                     ) from exc

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pcmkimg import cib, images, lease, naming, pacemaker
+from pcmkimg import commands as cmd
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.execute import Cluster, NodesUnreachable, PreflightFailed, Say, Stores, node_facts
 from pcmkimg.reference import InvalidReference
@@ -42,10 +43,10 @@ class Migration:
             f" 1. on {', '.join(self.nodes)}: tag the image behind {self.current} as "
             f"{self.floating}",
             f" 2. one CIB change: {self.bundle} unmanaged, image={self.floating}",
-            f" 3. re-probe {self.bundle} (crm_resource --refresh): the running containers are "
-            "recorded under the new name, nothing restarts",
+            f" 3. re-probe {self.bundle} ({cmd.shown(cmd.refresh(self.bundle))}): the running "
+            "containers are recorded under the new name, nothing restarts",
             f" 4. {self.bundle} managed again",
-            f"then wire the guard: pcmkimg guard add {self.bundle}",
+            f"then wire the guard: {cmd.shown(cmd.guard_add(self.bundle))}",
         ]
 
 
@@ -73,7 +74,7 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
     if found is not None and found.scheme == "common" and not found.rollback:
         raise NothingToMigrate(
             f"bundle {bundle.id} already runs on the floating name {bundle.image}",
-            f"nothing to do; see pcmkimg status {found.service}",
+            f"nothing to do; see {cmd.shown(cmd.status(found.service))}",
         )
     if found is not None and found.rollback:
         service = found.service
@@ -178,8 +179,8 @@ def run_migration(
             raise MigrationIncomplete(
                 f"{m.bundle} may be left unmanaged (image {m.floating}): the migration did not "
                 f"finish ({exc.one_line() if isinstance(exc, PcmkimgError) else 'interrupted'})",
-                f"`crm_resource --refresh --resource {m.bundle}`, `crm_resource --wait`, then "
-                f"`pcs resource manage {m.bundle}`",
+                f"{cmd.quoted(cmd.refresh(m.bundle))}, {cmd.quoted(cmd.wait())}, then "
+                f"{cmd.quoted(cmd.manage(m.bundle))}",
             ) from exc
         pacemaker.wait(runner, timeout)
         after = _containers(stores, m.nodes, f"{m.bundle}-")

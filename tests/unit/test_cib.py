@@ -47,7 +47,7 @@ def test_malformed_xml_is_one_error_with_line_and_fix() -> None:
     with pytest.raises(C.CibParseError) as info:
         C.parse_cib(bad)
     assert "line 4" in info.value.message
-    assert "cibadmin -Q" in info.value.fix
+    assert "cibadmin --query" in info.value.fix
 
 
 @pytest.mark.parametrize("data", [b"", "   ", b"\n"])
