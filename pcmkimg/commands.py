@@ -190,3 +190,11 @@ def podman_pull(ref: str = "REF") -> list[str]:
 
 def skopeo_list_tags(repository: str = "REGISTRY/REPO") -> list[str]:
     return ["skopeo", "list-tags", f"docker://{repository}"]
+
+
+# --------------------------------------------------------------------------- ssh
+
+
+def ssh_keyscan(host: str, port: int | None = None) -> list[str]:
+    """The host keys ``host`` offers (to compare with its own /etc/ssh/*.pub)."""
+    return ["ssh-keyscan", *(["-p", str(port)] if port else []), host]

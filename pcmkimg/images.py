@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
+from pcmkimg import commands as cmd
 from pcmkimg import naming
 from pcmkimg.config import Config
 from pcmkimg.localstore import (
@@ -223,12 +224,13 @@ _FIXES: Mapping[type[ImageError], str] = MappingProxyType(
         RegistryUnreachable: "check that the registry runs and that the node can reach it, "
         "then run the command again",
         TLSError: _TLS_FIX,
-        AuthError: "log in on the node (podman login REGISTRY) or check the credentials; a "
-        "repository that does not exist may also be reported as denied",
-        ImageNotFound: "check the repository and tag in the registry (skopeo list-tags "
-        "docker://REGISTRY/REPO)",
+        AuthError: f"log in on the node ({cmd.shown(cmd.podman_login())}) or check the "
+        "credentials; a repository that does not exist may also be reported as denied",
+        ImageNotFound: "check the repository and tag in the registry "
+        f"({cmd.shown(cmd.skopeo_list_tags())})",
         InvalidName: "give a valid reference such as registry.example.com:8787/ns/image:tag",
-        PullFailed: "read the podman message above; run 'podman pull' on the node to see more",
+        PullFailed: f"read the podman message above; run {cmd.quoted(cmd.podman_pull())} on the "
+        "node to see more",
     }
 )
 
@@ -387,7 +389,7 @@ class Store:
         if found is None:
             raise ImageAbsent(
                 "the image is not in this node's store",
-                "pull it on this node first (pcmkimg pull)",
+                f"pull it onto {self.node} first ({cmd.shown(cmd.podman_pull())} there)",
                 node=self.node,
                 ref=name,
             )

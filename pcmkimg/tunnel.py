@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from pcmkimg import commands as cmd
 from pcmkimg.errors import PcmkimgError
 
 OPEN_TIMEOUT = 15.0
@@ -173,10 +174,15 @@ def _failure(url: str, stderr: str, what: str) -> TunnelFailed:
     said = " ".join(stderr.split())[-600:] or "(nothing)"
     host_key = any(words in stderr.lower() for words in _HOST_KEY_WORDS)
     if host_key:
+        try:
+            target = parse_url(url)
+            scan = cmd.shown(cmd.ssh_keyscan(target.host.strip("[]"), target.port))
+        except TunnelFailed:
+            scan = "ssh-keyscan"
         fix = (
             "check that the host is the one you mean, then put its current key in the "
             "known_hosts file ([ssh] known_hosts in pcmkimg.conf, else ~/.ssh/known_hosts), "
-            "e.g. from ssh-keyscan checked against the host's own /etc/ssh/*.pub"
+            f"e.g. from {scan} checked against the host's own /etc/ssh/*.pub"
         )
     elif "permission denied" in stderr.lower():
         fix = "authorize the key of [ssh] identity_file for that user on the host"

@@ -125,6 +125,16 @@ def check_flags(argv: Sequence[str]) -> None:
         raise Rejected(f"{C.shown(argv)} -> rc {proc.returncode}: {proc.stderr.strip()}")
 
 
+def check_keyscan(argv: Sequence[str]) -> None:
+    """ssh-keyscan prints its usage on a malformed command line. The hosts in the tests are
+    loopback only (nothing listens on port 1: the scan itself finds nothing)."""
+    need_tools("ssh-keyscan")
+    assert argv[-1] == "127.0.0.1", argv
+    proc = _run([argv[0], "-T", "2", *argv[1:]])
+    if "usage:" in proc.stderr:
+        raise Rejected(f"{C.shown(argv)}: {proc.stderr.strip()}")
+
+
 def check(argv: Sequence[str], cib_file: Path) -> None:
     """Whichever checker fits the tool."""
     if argv[0] in PACEMAKER_TOOLS:
@@ -133,6 +143,8 @@ def check(argv: Sequence[str], cib_file: Path) -> None:
         run_pcs(argv, cib_file)
     elif argv[0] == "pcmkimg":
         parse_pcmkimg(argv)
+    elif argv[0] == "ssh-keyscan":
+        check_keyscan(argv)
     else:
         check_flags(argv)
 
@@ -181,6 +193,8 @@ EVERY = [
     C.podman_login(),
     C.podman_pull("reg.example.com:8787/ns/mariadb:17.1.2"),
     C.skopeo_list_tags(),
+    C.ssh_keyscan("127.0.0.1", 1),
+    C.ssh_keyscan("127.0.0.1"),
 ]
 
 
@@ -231,6 +245,7 @@ _ARGS: dict[str, list[tuple[str, ...]]] = {
     "podman_login": [()],
     "podman_pull": [("reg.example.com:8787/ns/mariadb:17.1.2",)],
     "skopeo_list_tags": [()],
+    "ssh_keyscan": [("127.0.0.1", 1)],
 }
 
 
@@ -339,6 +354,7 @@ def test_the_guard_dry_run_commands_wire_the_guard(tmp_path: Path) -> None:
         ["pcmkimg", "guard", "add"],
         ["podman", "pull", "--bogus", "x"],
         ["skopeo", "list-tag", "docker://x/y"],
+        ["ssh-keyscan", "-P", "1", "127.0.0.1"],
     ],
     ids=C.shown,
 )
@@ -348,5 +364,5 @@ def test_a_malformed_command_is_rejected(argv: list[str], tmp_path: Path) -> Non
 
 
 def test_tools_are_there() -> None:
-    need_tools(*PACEMAKER_TOOLS, "pcs", "podman", "skopeo")
+    need_tools(*PACEMAKER_TOOLS, "pcs", "podman", "skopeo", "ssh-keyscan")
     assert _run(["crm_resource", "--version"]).returncode == 0
