@@ -9,6 +9,20 @@ rpm libxml2-utils openssh-server openssh-client iproute2 util-linux procps socat
 python3 python3-venv python3-pip python3-lxml python3-click tox make
 help2man xsltproc docbook-xsl man-db groff-base bash"
 
+# pacemaker-remoted for the sandbox's Stateful bundle images. The Debian package
+# pacemaker-remote CONFLICTS with pacemaker (installing it removes pacemaker), so it is only
+# unpacked, never installed, into a cache that tests/sandbox/registry.py reads.
+REMOTE_CACHE=/var/cache/pcmkimg-sandbox/pacemaker-remote
+remote_cache() {
+    [ -x "$REMOTE_CACHE/usr/sbin/pacemaker-remoted" ] && return 0
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get -o DPkg::Lock::Timeout=600 download pacemaker-remote) &&
+        mkdir -p "$REMOTE_CACHE" && dpkg-deb -x "$tmp"/pacemaker-remote_*.deb "$REMOTE_CACHE"
+    rc=$?
+    rm -rf "$tmp"
+    return $rc
+}
+
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -18,6 +32,7 @@ done
 
 if [ -z "$missing" ]; then
     echo "install-deps: all system packages present"
+    [ "$(id -u)" = 0 ] && remote_cache
     exit 0
 fi
 
@@ -37,3 +52,4 @@ fi
 apt-get -o DPkg::Lock::Timeout=600 update -q
 # shellcheck disable=SC2086
 apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing
+remote_cache

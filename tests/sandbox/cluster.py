@@ -27,6 +27,7 @@ from .state import State
 
 REPO = Path(__file__).resolve().parents[2]
 SUBNET = "10.254.77"
+REMOTE_PORT = 3121  # pacemaker-remoted's port in a bundle with an inner resource
 NODE_NAMES = ("controller-0", "controller-1", "controller-2")
 BINDS = {
     "etc-corosync": "/etc/corosync",
@@ -37,7 +38,11 @@ BINDS = {
     "var-lib-containers": "/var/lib/containers",
     "etc-containers": "/etc/containers",
     "var-lib-pcmkimg": "/var/lib/pcmkimg",
+    "etc-pacemaker": "/etc/pacemaker",
 }
+# Files bound over the host's in every node: node names resolve to the node addresses (a
+# bundle's remote connection to its replica's pacemaker-remoted goes to the node's name).
+FILE_BINDS = {"hosts": "/etc/hosts"}
 SAFE_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
 
 
@@ -63,6 +68,16 @@ class Node:
 
     def enter(self) -> list[str]:
         return ["nsenter", "-t", str(self.holder), "-m", "-n", "-u", "--"]
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica of a bundle as crm_mon shows it."""
+
+    index: int
+    node: str | None  # where its container runs (None: nowhere)
+    active: bool  # every resource of the replica (container, connection, inner) is active
+    role: str  # the inner resource's role (Promoted, Unpromoted, Started...), else the container's
 
 
 @dataclass(frozen=True)
@@ -108,24 +123,98 @@ class Cluster:
             for tag in tags:
                 self.podman(node, "tag", ref, tag)
 
-    def create_bundle(self, bundle: str, image: str, replicas: int = 3) -> None:
-        """A podman bundle (host network, no inner resource) and wait until it is placed."""
+    def create_bundle(
+        self,
+        bundle: str,
+        image: str,
+        replicas: int = 3,
+        *,
+        promotable: bool = False,
+        inner: str | None = None,
+        inner_id: str | None = None,
+    ) -> None:
+        """A podman bundle on the host network and wait until it is placed.
+
+        ``inner`` (e.g. ``ocf:pacemaker:Stateful``) puts a primitive ``inner_id`` (default
+        ``BUNDLE-rsc``) in it: the image must then run pacemaker-remoted (the sandbox's
+        ``ns1/stateful:*`` images do), which listens on the control port 3121 of the node's own
+        network namespace; the cluster reaches it by node name (each node's /etc/hosts).
+        ``promotable`` sets ``promoted-max=1`` (needs an inner resource that can be promoted).
+        """
+        if promotable and inner is None:
+            raise ValueError("a promotable bundle needs an inner resource")
+        container = [f"image={image}", f"replicas={replicas}", "network=host"]
+        if promotable:
+            container.append("promoted-max=1")
+        network = ["network", f"control-port={REMOTE_PORT}"] if inner else []
         self.run(
             "controller-0",
-            [
-                "pcs",
-                "resource",
-                "bundle",
-                "create",
-                bundle,
-                "container",
-                "podman",
-                f"image={image}",
-                f"replicas={replicas}",
-                "network=host",
-            ],
+            ["pcs", "resource", "bundle", "create", bundle, "container", "podman"]
+            + container
+            + network,
         )
+        if inner:
+            self.run(
+                "controller-0",
+                ["pcs", "resource", "create", inner_id or f"{bundle}-rsc", inner, "bundle", bundle],
+            )
         wait_idle(self)
+
+    def replicas(self, bundle: str, mon: etree._Element | None = None) -> list[Replica]:
+        """The replicas of a bundle in ``crm_mon --output-as=xml`` (read now, or ``mon``)."""
+        mon = self.crm_mon() if mon is None else mon
+        found = []
+        for rep in mon.iterfind(f"resources/bundle[@id='{bundle}']/replica"):
+            resources = rep.findall("resource")
+            container = next(
+                (r for r in resources if r.get("resource_agent") == "ocf:heartbeat:podman"), None
+            )
+            node = container.find("node") if container is not None else None
+            inner = [
+                r
+                for r in resources
+                if r.get("resource_agent") not in ("ocf:heartbeat:podman", "ocf:pacemaker:remote")
+            ]
+            role = (inner[0] if inner else container).get("role") if resources else None
+            found.append(
+                Replica(
+                    index=int(rep.get("id", "-1")),
+                    node=node.get("name") if node is not None else None,
+                    active=bool(resources)
+                    and all(
+                        r.get("active") == "true" and r.get("failed") != "true" for r in resources
+                    ),
+                    role=role or "Stopped",
+                )
+            )
+        return found
+
+    def stateful_images(self) -> dict[str, str]:
+        """The ``ns1/stateful:*`` test images (path -> image ID), built and pushed on first use."""
+        from .registry import stateful_images
+        from .state import load
+
+        state = load(self.state.name) or self.state
+        return stateful_images(state, f"127.0.0.1:{self.registry_port}")
+
+    def wait_promoted(self, bundle: str, replicas: int, timeout: float = 120) -> list[Replica]:
+        """Wait until ``replicas`` replicas of the bundle are active, exactly one promoted."""
+        seen: list[Replica] = []
+
+        def settled() -> bool:
+            nonlocal seen
+            try:
+                seen = self.replicas(bundle)
+            except SandboxError:
+                return False
+            active = [r for r in seen if r.active]
+            return len(active) == replicas and [r.role for r in active].count("Promoted") == 1
+
+        try:
+            wait_for(settled, f"{bundle}: {replicas} active, 1 promoted", timeout, interval=0.5)
+        except SandboxError as exc:
+            raise SandboxError(f"{exc}; last seen: {seen}") from None
+        return seen
 
     def delete_bundle(self, bundle: str) -> None:
         """Delete a bundle (and its guard, if any) and forget its failures."""
@@ -149,13 +238,24 @@ class Cluster:
         return found
 
     @contextlib.contextmanager
-    def guarded_bundle(self, bundle: str, floating: str, ref: str) -> Iterator[None]:
+    def guarded_bundle(
+        self,
+        bundle: str,
+        floating: str,
+        ref: str,
+        replicas: int = 3,
+        *,
+        promotable: bool = False,
+        inner: str | None = None,
+    ) -> Iterator[None]:
         """A bundle on ``floating`` (tagged from ``ref`` on every node) with the guard wired;
-        removed afterwards with every image name the test may have given the nodes."""
+        removed afterwards with every image name the test may have given the nodes.
+        ``replicas``, ``promotable`` and ``inner`` as in :meth:`create_bundle`."""
         self.seed(ref, floating)
-        self.create_bundle(bundle, floating)
-        self.pcmkimg("controller-0", "guard", "add", bundle)
         try:
+            self.create_bundle(bundle, floating, replicas, promotable=promotable, inner=inner)
+            self.pcmkimg("controller-0", "guard", "add", bundle)
+            wait_idle(self)
             yield
         finally:
             self.delete_bundle(bundle)
@@ -170,6 +270,21 @@ class Cluster:
                 ]
                 if ours:
                     self.podman(node, "rmi", *ours, check=False)  # never one in use
+
+    @contextlib.contextmanager
+    def promotable_bundle(
+        self, bundle: str, floating: str, ref: str | None = None, replicas: int = 3
+    ) -> Iterator[list[Replica]]:
+        """A promotable bundle (``ocf:pacemaker:Stateful`` inside, promoted-max 1) on
+        ``floating``, tagged from ``ref`` (default the sandbox's ``ns1/stateful:1.0``) on every
+        node, guard wired; yields its replicas once ``replicas`` are active and exactly one is
+        promoted. Removed afterwards as :meth:`guarded_bundle` removes its bundle."""
+        self.stateful_images()
+        ref = ref or f"127.0.0.1:{self.registry_port}/ns1/stateful:1.0"
+        with self.guarded_bundle(
+            bundle, floating, ref, replicas, promotable=True, inner="ocf:pacemaker:Stateful"
+        ):
+            yield self.wait_promoted(bundle, replicas)
 
     def crm_mon(self, node: str = "controller-0") -> etree._Element:
         out = self.run(node, ["crm_mon", "-1", "--output-as=xml"], timeout=60)
@@ -227,7 +342,24 @@ def seed_cib(path: Path) -> None:
     path.write_bytes(etree.tostring(cib))
 
 
-def prepare_node_dir(node_dir: Path, name: str, conf: str, cib: Path, state: State) -> None:
+def hosts_file(nodes: Sequence[Node]) -> str:
+    lines = ["127.0.0.1 localhost", *(f"{n.address} {n.name}" for n in nodes)]
+    return "\n".join(lines) + "\n"
+
+
+def cluster_authkey(state: State) -> Path:
+    """The Pacemaker Remote key of the sandbox: the same on every node (bundles with an inner
+    resource mount it into their containers)."""
+    key = state.dir / "authkey"
+    if not key.exists():
+        key.write_bytes(os.urandom(4096))
+        key.chmod(0o600)
+    return key
+
+
+def prepare_node_dir(
+    node_dir: Path, name: str, conf: str, cib: Path, state: State, hosts: str = ""
+) -> None:
     hacluster = shutil.chown
     for sub in BINDS:
         (node_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -247,6 +379,14 @@ def prepare_node_dir(node_dir: Path, name: str, conf: str, cib: Path, state: Sta
         d.chmod(0o770)
         hacluster(d, "hacluster", "haclient")
     (node_dir / "etc-corosync" / "corosync.conf").write_text(conf)
+    pcmk = node_dir / "etc-pacemaker"
+    pcmk.chmod(0o750)
+    hacluster(pcmk, "root", "haclient")
+    shutil.copy(cluster_authkey(state), pcmk / "authkey")
+    (pcmk / "authkey").chmod(0o640)
+    hacluster(pcmk / "authkey", "root", "haclient")
+    (node_dir / "hosts").write_text(hosts)
+    (node_dir / "hosts").chmod(0o644)
     etc = node_dir / "etc-containers"
     shutil.copy(state.dir / "containers.conf", etc / "containers.conf")
     shutil.copy(state.dir / "registries.conf", etc / "registries.conf")
@@ -294,6 +434,7 @@ def start_holder(state: State, ns: str, name: str, node_dir: Path) -> int:
         "name": name,
         "dir": str(node_dir),
         "binds": BINDS,
+        "files": FILE_BINDS,
         "agents": {"pcmkimg": str(REPO / "agents")},
         "site": system_site(),
         "pth": agent_pythonpath().split(":"),
@@ -357,6 +498,7 @@ def start(state: State, registry_port: int, timeout: float = 60) -> Cluster:
         for i, name in enumerate(NODE_NAMES)
     ]
     conf = corosync_conf(conf_nodes, f"pcmkimg-{state.name}")
+    hosts = hosts_file(conf_nodes)
     bridge_sock = state.dir / "registry-bridge.sock"
     proc = spawn(
         [
@@ -369,7 +511,7 @@ def start(state: State, registry_port: int, timeout: float = 60) -> Cluster:
     state.add_proc(proc.pid, "socat registry bridge")
     nodes = []
     for proto in conf_nodes:
-        prepare_node_dir(proto.dir, proto.name, conf, seed, state)
+        prepare_node_dir(proto.dir, proto.name, conf, seed, state, hosts)
         holder = start_holder(state, proto.netns, proto.name, proto.dir)
         nodes.append(Node(proto.name, proto.index, proto.dir, proto.netns, holder))
     cluster = Cluster(state, tuple(nodes), registry_port)

@@ -47,6 +47,8 @@ def setup(cfg: dict[str, object]) -> None:
     for src, dst in dict(cfg["binds"]).items():  # type: ignore[call-overload]
         Path(dst).mkdir(parents=True, exist_ok=True)
         mount("--bind", str(node_dir / src), dst)
+    for src, dst in dict(cfg.get("files", {})).items():  # type: ignore[call-overload]
+        mount("--bind", "-o", "ro", str(node_dir / src), dst)
     # Our agents beside the stock ones: keep the originals reachable, then
     # lay a tmpfs over the OCF directory and bind each provider back.
     orig = node_dir / "ocf-orig"
