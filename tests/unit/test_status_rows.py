@@ -156,6 +156,16 @@ def test_rows_of_a_healthy_guarded_bundle() -> None:
     }
 
 
+START_FAILED = {
+    "operation": "start",
+    "resource": "galera-bundle-podman-1",
+    "exitcode": 1,
+    "exitstatus": "error",
+    "reason": "User-injected result",
+    "degraded": False,
+}
+
+
 def test_rows_drift_missing_unreachable_and_a_failed_start() -> None:
     cl = cluster(mon="mon-failed-start.xml")
     services = galera(cl)
@@ -180,16 +190,7 @@ def test_rows_drift_missing_unreachable_and_a_failed_start() -> None:
     assert n0["drift"] is True and n0["floating"]["names"] == [REAL_NEW]
     assert n0["role"] == "Stopped"  # the container runs, the inner resource does not
     assert n1["floating"] is None and n1["drift"] is False
-    assert n1["failures"] == [
-        {
-            "operation": "start",
-            "resource": "galera-bundle-podman-1",
-            "exitcode": 1,
-            "exitstatus": "error",
-            "reason": "User-injected result",
-            "degraded": False,
-        }
-    ]
+    assert n1["failures"] == [START_FAILED]
     assert (n2["reachable"], n2["error"], n2["container"]) == (
         False,
         "controller-2: connection refused",
@@ -205,23 +206,17 @@ def test_rows_drift_missing_unreachable_and_a_failed_start() -> None:
     assert len(lines) == 1 + 1 + 3  # title, head, one row per node
 
 
-START_FAILED = {
-    "operation": "start",
-    "resource": "galera-bundle-podman-1",
-    "exitcode": 1,
-    "exitstatus": "error",
-    "reason": "User-injected result",
-    "degraded": False,
-}
+def stopped_failed_start() -> S.Gathered:
+    """The floating name was gone from controller-1 when its replica restarted: the start
+    failed (fail-count INFINITY), the replica is stopped, none runs on controller-1."""
+    cl = cluster(mon="mon-stopped-failed-start.xml")
+    return gathered(
+        cl, galera(cl), {("galera-bundle", "controller-1"): S.NodeView("controller-1", None, ())}
+    )
 
 
 def test_rows_a_stopped_replicas_failed_start_is_on_its_node() -> None:
-    # The floating name was gone from controller-1 when its replica restarted: the start
-    # failed (fail-count INFINITY), the replica is stopped, none runs on controller-1.
-    cl = cluster(mon="mon-stopped-failed-start.xml")
-    g = gathered(
-        cl, galera(cl), {("galera-bundle", "controller-1"): S.NodeView("controller-1", None, ())}
-    )
+    g = stopped_failed_start()
     doc = S.rows(g)
     jsonschema().validate(doc, json.loads(SCHEMA.read_text()))
     n0, n1, n2 = doc["services"][0]["nodes"]
@@ -376,10 +371,7 @@ def test_problems_are_listed_once() -> None:
 
 
 def test_check_reports_a_stopped_replicas_failed_start_with_the_cleanup() -> None:
-    cl = cluster(mon="mon-stopped-failed-start.xml")
-    g = gathered(
-        cl, galera(cl), {("galera-bundle", "controller-1"): S.NodeView("controller-1", None, ())}
-    )
+    g = stopped_failed_start()
     found = S.problems(g)
     assert kinds(found) == ["failed", "unresolved"]
     failed = next(p.message for p in found if p.kind == "failed")
