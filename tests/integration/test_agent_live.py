@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -250,9 +251,65 @@ def system_python_sees_the_checkout(cl) -> Iterator[None]:
             cl.run(NODE, ["umount", str(site)], check=False)
 
 
+_PCS_OPTION = re.compile(r"  (?P<name>[A-Za-z_][\w-]*)(?P<flags>(?: \([^)]*\))*)(?::.*)?")
+
+
+def pcs_described_options(text: str) -> dict[str, set[str]]:
+    """Each option of `pcs resource describe`'s "Resource options:" with its flags.
+
+    pcs has no machine output for describe, so this reads only what both pcs 0.11 and
+    0.12 print: each option starts a line at two spaces with its name and its flags, each
+    in parentheses (`ip (required) (unique)`). pcs 0.11 puts ": DESCRIPTION" after them;
+    pcs 0.12 puts the description, type and default on lines indented further below.
+    """
+    options: dict[str, set[str]] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        if line.rstrip() == "Resource options:":
+            break
+    for line in lines:
+        if not line.startswith("  "):
+            break
+        m = _PCS_OPTION.fullmatch(line.rstrip())
+        if m:
+            options[m.group("name")] = set(re.findall(r"\(([^)]*)\)", m.group("flags")))
+    return options
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # pcs 0.11.5 (Debian 12)
+        "ocf:x:y - short\n\nlong text\n\nResource options:\n"
+        "  image (required): The floating name: the image the bundle runs.\n"
+        "  podman_url: The node's podman API socket.\n"
+        "  attribute (required) (unique): Where to publish it.\n\n"
+        "Default operations:\n  start:\n    interval=0s\n",
+        # pcs 0.12.0 (Debian 13)
+        "ocf:x:y - short\n\nlong text\n\nResource options:\n"
+        "  image (required)\n    Description: The floating name: the image the bundle runs.\n"
+        "    Type: string\n"
+        "  podman_url\n    Description: The node's podman API socket.\n    Type: string\n"
+        "    Default: unix:///run/podman/podman.sock\n"
+        "  attribute (required) (unique)\n    Description: Where to publish it.\n"
+        "    Type: string\n\n"
+        "Default operations:\n  start:\n    interval=0s timeout=20s\n",
+    ],
+    ids=["pcs-0.11", "pcs-0.12"],
+)
+def test_pcs_described_options_reads_both_pcs_layouts(text: str) -> None:
+    assert pcs_described_options(text) == {
+        "image": {"required"},
+        "podman_url": set(),
+        "attribute": {"required", "unique"},
+    }
+
+
 def test_pcs_resource_describe(cl, system_python_sees_the_checkout) -> None:
     out = cl.run(NODE, ["pcs", "resource", "describe", "ocf:pcmkimg:floating-image"], check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Guards a bundle whose image is a node-local floating name" in out.stdout
-    for param in ("image (required):", "podman_url:", "attribute:", "state_dir:"):
-        assert param in out.stdout, out.stdout
+    options = pcs_described_options(out.stdout)
+    assert "required" in options.get("image", set()), out.stdout
+    for param in ("podman_url", "attribute", "state_dir"):
+        assert param in options, out.stdout
