@@ -1,11 +1,15 @@
 # pcmkimg: run as root on a Debian 12 machine.
-.PHONY: test demo bench lint deps rpm clean
+.PHONY: test test-debian13 demo bench lint deps rpm clean
 
 deps:
 	sh packaging/install-deps.sh
 
 test: deps
 	tox -e lint,py
+
+# The same `make test` inside a Debian 13 (trixie) root: packaging/debian13.sh.
+test-debian13:
+	sh packaging/debian13.sh
 
 demo: deps
 	tox -e demo
