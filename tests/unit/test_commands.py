@@ -107,7 +107,12 @@ def parse_pcmkimg(argv: Sequence[str]) -> list[str]:
             ctx = command.make_context(command.name or "pcmkimg", args, parent=ctx)
             if not isinstance(command, click.Group):
                 return path
-            rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
+            # click 8.2 keeps the subcommand's name in _protected_args, click 8.1 in
+            # protected_args (8.2 still has it, deprecated)
+            protected = vars(ctx).get("_protected_args")
+            if protected is None:
+                protected = ctx.protected_args
+            rest = [*protected, *ctx.args]
             name, sub, args = command.resolve_command(ctx, rest)
             assert sub is not None and name is not None
             path.append(name)
@@ -169,8 +174,10 @@ EVERY = [
     C.refresh("galera-bundle"),
     C.clear_ban("galera-bundle", "controller-1"),
     C.wait(),
-    C.manage("galera-bundle"),
-    C.enable("galera-bundle"),
+    # Pacemaker 3.0 refuses to delete a meta-attribute that is not set (rc 105); these fixes
+    # are printed only when it is set (is-managed=false, target-role=Stopped).
+    C.manage("cinder-volume-bundle"),
+    C.enable("cinder-volume-bundle"),
     C.set_interleave("galera-bundle"),
     C.list_resources(),
     C.leave_maintenance_mode(),
@@ -223,8 +230,8 @@ _ARGS: dict[str, list[tuple[str, ...]]] = {
     "refresh": [("galera-bundle", "controller-1")],
     "clear_ban": [("galera-bundle", "controller-1")],
     "wait": [()],
-    "manage": [("galera-bundle",)],
-    "enable": [("galera-bundle",)],
+    "manage": [("cinder-volume-bundle",)],
+    "enable": [("cinder-volume-bundle",)],
     "set_interleave": [("galera-bundle",)],
     "list_resources": [()],
     "leave_maintenance_mode": [()],
