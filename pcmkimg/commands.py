@@ -188,6 +188,12 @@ def podman_pull(ref: str = "REF") -> list[str]:
     return ["podman", "pull", ref]
 
 
+def tag(image: str, name: str) -> list[str]:
+    """Give ``image`` (an ID or a name) the name ``name`` on the node (podman moves it from
+    any image that holds it)."""
+    return ["podman", "tag", image, name]
+
+
 def skopeo_list_tags(repository: str = "REGISTRY/REPO") -> list[str]:
     return ["skopeo", "list-tags", f"docker://{repository}"]
 

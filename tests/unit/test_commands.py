@@ -199,6 +199,7 @@ EVERY = [
     C.status("mariadb", "redis"),
     C.podman_login(),
     C.podman_pull("reg.example.com:8787/ns/mariadb:17.1.2"),
+    C.tag("reg.example.com:8787/ns/mariadb:17.1.2", "cluster.common.tag/mariadb:pcmklatest"),
     C.skopeo_list_tags(),
     C.ssh_keyscan("127.0.0.1", 1),
     C.ssh_keyscan("127.0.0.1"),
@@ -251,6 +252,7 @@ _ARGS: dict[str, list[tuple[str, ...]]] = {
     "status": [()],
     "podman_login": [()],
     "podman_pull": [("reg.example.com:8787/ns/mariadb:17.1.2",)],
+    "tag": [("reg.example.com:8787/ns/mariadb:17.1.2", "cluster.common.tag/mariadb:pcmklatest")],
     "skopeo_list_tags": [()],
     "ssh_keyscan": [("127.0.0.1", 1)],
 }
