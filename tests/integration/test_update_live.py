@@ -419,6 +419,63 @@ def test_pull_failure_is_exit_5_and_nothing_is_retagged_or_restarted(
     assert after == before
 
 
+def registry_digest(st: Stack, path: str) -> str:
+    """The manifest digest of a test image in the registry (skopeo on the host, loopback)."""
+    out = subprocess.run(
+        ["skopeo", "inspect", "--tls-verify=false", f"docker://{st.ref(path)}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return str(json.loads(out.stdout)["Digest"])
+
+
+def names_on(cl: Cluster, node: str, image_id: str) -> set[str]:
+    out = cl.podman(node, "image", "inspect", "--format", "json", image_id)
+    return set(json.loads(out.stdout)[0].get("RepoTags") or ())
+
+
+def test_a_digest_of_another_tag_is_refused_exit_2_and_nothing_moves(stack: Stack) -> None:
+    """Before: the pull went by the digest and the result was tagged NAME:TAG, so the node
+    ran 1.1 and its local ns1/svc:1.0 named 1.1."""
+    ensure(stack, OLD)
+    other = registry_digest(stack, "ns1/svc:1.1")
+    own = registry_digest(stack, OLD)
+    before = snapshot(stack)
+    del before["epoch"]  # the lease was taken and released
+    out = stack.pcmkimg("update", SERVICE, "--image", stack.ref(OLD), "--digest", other, "--all")
+    assert out.returncode == 2, out.stdout + out.stderr
+    line = one_line_error(out.stderr)
+    assert other in line and own in line, line
+    assert "nothing was retagged or restarted" in line
+    after = snapshot(stack)
+    del after["epoch"]
+    assert after == before
+    for node in stack.cl.names:
+        assert stack.ref(OLD) in names_on(stack.cl, node, stack.id_of(OLD)), node
+
+
+def test_a_reference_with_a_digest_is_pulled_by_it_and_no_real_name_is_made(
+    stack: Stack,
+) -> None:
+    ensure(stack, OLD)
+    digest = registry_digest(stack, "ns1/svc:1.1")
+    tagged = stack.ref("ns1/svc:1.1")
+    stack.cl.podman(ON, "rmi", tagged, check=False)  # never in use here: 1.0 runs
+    out = stack.pcmkimg("--json", "update", SERVICE, "--image", f"{tagged}@{digest}", "--node", ON)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (node,) = json_doc(out.stdout)["report"]["nodes"]
+    assert node["result"] == "ok", node
+    new_id = stack.id_of("ns1/svc:1.1")
+    assert floating_ids(stack.cl)[ON] == new_id
+    assert running_images(stack.cl)[ON] == {new_id}
+    # Only the names of our scheme were made: no ns1/svc:1.1 tag on the node.
+    assert tagged not in names_on(stack.cl, ON, new_id)
+    assert stack.cl.podman(ON, "image", "exists", tagged, check=False).returncode == 1
+    assert leftovers(stack.runner) == ([], None)
+
+
 def test_broken_image_fails_on_the_first_node_which_is_rolled_back(stack: Stack) -> None:
     ensure(stack, OLD)
     before = container_ids(stack.cl)
@@ -496,7 +553,14 @@ def test_update_one_node_restarts_only_that_replica(stack: Stack) -> None:
         "--json", "update", SERVICE, "--image", stack.ref(OLD), "--node", "controller-1"
     )
     assert out.returncode == 0, out.stderr
-    assert json_doc(out.stdout)["report"]["restarted"] == 1
+    report = json_doc(out.stdout)["report"]
+    assert report["restarted"] == 1
+    (node,) = report["nodes"]
+    # The real downtime (podman's events: the old container's death to the new one's start)
+    # is shorter than the restart step around it, and both are reported.
+    assert node["down_seconds"] is not None, node
+    assert 0 < node["down_seconds"] < node["restart_seconds"], node
+    assert report["longest_down_seconds"] == node["down_seconds"]
     after = container_ids(stack.cl)
     assert after["controller-0"] == before["controller-0"]
     assert after["controller-2"] == before["controller-2"]
@@ -511,6 +575,35 @@ def test_update_one_node_restarts_only_that_replica(stack: Stack) -> None:
     # The rollback name keeps the image that was there before.
     out = stack.cl.podman("controller-1", "image", "inspect", "--format", "{{.Id}}", ROLLBACK)
     assert out.stdout.strip() == stack.id_of(NEW)
+
+
+def rollback_id(cl: Cluster, node: str) -> str | None:
+    out = cl.podman(node, "image", "inspect", "--format", "{{.Id}}", ROLLBACK, check=False)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def test_a_rolled_back_attempt_leaves_both_names_as_they_were(stack: Stack) -> None:
+    """controller-1 runs 1.0 with 1.1 kept under the rollback name. A failed update to the
+    broken image is rolled back; the rollback name still names 1.1 (before: the broken
+    image, so that ``rollback`` then failed, exit 6), and ``rollback`` goes to 1.1."""
+    ensure(stack, NEW, controller_1=OLD)
+    node = "controller-1"
+    if rollback_id(stack.cl, node) != stack.id_of(NEW):
+        stack.cl.podman(node, "tag", stack.ref(NEW), ROLLBACK)
+    out = stack.pcmkimg("update", SERVICE, "--image", stack.ref(BROKEN), "--node", node)
+    assert out.returncode == 6, out.stdout + out.stderr
+    wait_idle(stack.cl)
+    assert floating_ids(stack.cl)[node] == stack.id_of(OLD)
+    assert rollback_id(stack.cl, node) == stack.id_of(NEW)
+    assert running_images(stack.cl)[node] == {stack.id_of(OLD)}
+
+    out = stack.pcmkimg("--json", "rollback", SERVICE, "--node", node)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json_doc(out.stdout)["result"] == "ok"
+    assert floating_ids(stack.cl)[node] == stack.id_of(NEW)
+    assert running_images(stack.cl)[node] == {stack.id_of(NEW)}
+    assert rollback_id(stack.cl, node) == stack.id_of(OLD)  # a second rollback undoes it
+    assert leftovers(stack.runner) == ([], None)
 
 
 # Phase 3: concurrency (controller-1 on 1.0, the others on 1.1), interruption (back to 1.0).
