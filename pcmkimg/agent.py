@@ -10,8 +10,13 @@ registry holds:
   the fix. On success record the state and publish the real image as a
   transient node attribute.
 * monitor: 7 when stopped; 0 while the name resolves (refreshing the
-  attribute when the tag moved); 190 (degraded) when the name vanished under a
-  running replica, because the container itself is fine.
+  attribute when the tag moved). When the name vanished under a running
+  replica (another tool untagged it), heal it: tag the image it recorded (at
+  start, or when the tag moved) with it again, else the image that the running
+  containers created from the name run, so that a restart here does not make
+  the bundle pull the name.
+  190 (degraded) when there is no such image or podman refuses the tag: the
+  container itself is fine, and a failure would restart it.
 * stop: always 0; clears the state and the attribute.
 * validate-all: parameters only at OCF_CHECK_LEVEL 0 (so that ``pcs resource
   create`` works on a node without the image); at level 10 the name must also
@@ -22,8 +27,9 @@ toolkit is lazy, so that meta-data and monitor stay fast: meta-data imports
 nothing more; monitor reads the store with :mod:`pcmkimg.localstore` (standard
 library only) and describes the image with :mod:`pcmkimg.naming`, never
 podman-py, lxml, the configuration or the pacemaker runner (unless the image
-moved). It trusts the floating name recorded at start when the parameter still
-reads the same, so that a monitor that finds the name does not parse it again.
+moved); only a heal imports more. It trusts the floating name recorded at start
+when the parameter still reads the same, so that a monitor that finds the name
+does not parse it again.
 """
 
 from __future__ import annotations
@@ -141,22 +147,46 @@ def _image_text(ctx: Context, recorded: str | None = None) -> str:
     return str(_floating(ctx))
 
 
+def _url(ctx: Context) -> str:
+    return ctx.param("podman_url") or DEFAULT_URL
+
+
 def _resolve(ctx: Context, recorded: str | None = None):  # type: ignore[no-untyped-def]
     """The floating name in this node's store: Resolved, or None when it is not there.
 
     ``recorded``: the floating name recorded at start (see :func:`_image_text`).
     """
+    return _find(ctx, _image_text(ctx, recorded))
+
+
+def _find(ctx: Context, name: str):  # type: ignore[no-untyped-def]
+    """A name or an image ID in this node's store: Resolved, or None when it is not there."""
     from pcmkimg import localstore
 
-    url = ctx.param("podman_url") or DEFAULT_URL
     try:
-        found = localstore.resolve_local(
-            _image_text(ctx, recorded), url, node=_node(ctx), timeout=8
-        )
+        found = localstore.resolve_local(name, _url(ctx), node=_node(ctx), timeout=8)
         return found if isinstance(found, localstore.Resolved) else None
     except localstore.ImageError as exc:
         ctx.log.error(f"cannot read the image store on {_node(ctx)}: {exc.one_line()}")
         raise OCFError(OCFRC.ERR_GENERIC, fit(f"image store unreadable: {exc.message}")) from None
+
+
+def _running_images(ctx: Context, name: str) -> tuple[str, ...]:
+    """The IDs of the images that this node's running containers created from ``name`` run."""
+    from pcmkimg import localstore
+
+    try:
+        return localstore.running_images(name, _url(ctx), node=_node(ctx), timeout=8)
+    except localstore.ImageError as exc:
+        ctx.log.warning(f"cannot list the containers on {_node(ctx)}: {exc.one_line()}")
+        return ()
+
+
+def _tag(ctx: Context, image_id: str, name: str) -> None:
+    """Give ``name`` to the image; localstore.ImageError when podman refuses."""
+    from pcmkimg import localstore
+
+    localstore.tag_local(image_id, name, _url(ctx), node=_node(ctx), timeout=8)
 
 
 def fit(*candidates: str) -> str:
@@ -210,8 +240,19 @@ def _set_attribute(ctx: Context, name: str, value: str | None) -> None:
         ctx.log.warning(f"could not update node attribute {name}: {exc}")
 
 
-def fix_hint(ctx: Context) -> str:
-    return f"pcmkimg update --node {_node(ctx)} {_service(ctx)} --image REF"
+def fix_hint(ctx: Context, node: str | None = None, service: str | None = None) -> str:
+    """The update that puts a real image behind the name on this node (or on ``node``)."""
+    from pcmkimg import commands
+
+    return commands.shown(commands.update(node or _node(ctx), service or _service(ctx)))
+
+
+def with_fix(ctx: Context, *heads: str) -> str:
+    """An exit reason: the first of ``heads`` that fits with the fix of this node, else the last
+    one with the fix in its generic form. Every candidate names a whole command that parses."""
+    hint = fix_hint(ctx)
+    generic = fix_hint(ctx, "NODE", "SERVICE")
+    return fit(*(f"{head}; fix: {hint}" for head in heads), f"{heads[-1]}; fix: {generic}")
 
 
 def unresolved_reason(ctx: Context) -> str:
@@ -221,11 +262,8 @@ def unresolved_reason(ctx: Context) -> str:
         "that the bundle does not try to pull a name that no registry holds"
     )
     floating, node = _floating(ctx), _node(ctx)
-    return fit(
-        f"{floating} missing on {node}; fix: {fix_hint(ctx)}",
-        f"{floating} missing on {node}; fix: pcmkimg update --node {node}",
-        f"{floating} missing here; fix: pcmkimg update",
-        f"image missing on {node}; fix: pcmkimg update --node {node}",
+    return with_fix(
+        ctx, f"{floating} missing on {node}", f"image missing on {node}", "image missing here"
     )
 
 
@@ -257,21 +295,12 @@ def monitor(ctx: Context) -> int:
         return OCFRC.NOT_RUNNING
     try:
         resolved = _resolve(ctx, state.image)
+        if resolved is None:
+            resolved = _heal(ctx, state)
     except OCFError as exc:
         ctx.exit_reason(fit(f"running; {exc.reason}"))
         return OCFRC.DEGRADED
     if resolved is None:
-        ctx.log.warning(
-            f"{state.image} vanished from {_node(ctx)}: the running replica is fine, but a "
-            "restart here would fail"
-        )
-        ctx.exit_reason(
-            fit(
-                f"{state.image} vanished; fix: {fix_hint(ctx)}",
-                f"{state.image} vanished; fix: pcmkimg update --node {_node(ctx)}",
-                f"image vanished here; fix: pcmkimg update --node {_node(ctx)}",
-            )
-        )
         return OCFRC.DEGRADED
     if resolved.id != state.image_id or describe(resolved) != state.value:
         try:
@@ -291,9 +320,65 @@ def monitor(ctx: Context) -> int:
     return OCFRC.SUCCESS
 
 
+def _heal(ctx: Context, state: Published):  # type: ignore[no-untyped-def]
+    """The floating name vanished under the running replica: give it back to the image recorded
+    in the state, else to the image that the name's running containers run, so that a restart
+    here does not make the bundle pull the name. The name resolved again; or None, with the exit
+    reason of a 190 (degraded), when there is no such image or podman refuses the tag. Never a
+    failure: that would restart a healthy replica."""
+    from pcmkimg import localstore
+
+    node = _node(ctx)
+    image_id = _heal_source(ctx, state)
+    if image_id is None:
+        ctx.log.warning(
+            f"{state.image} vanished from {node}, and no image to give it back to is here "
+            f"(last recorded: {state.image_id[:12]}): the running replica is fine, but a "
+            f"restart here would fail; fix: {fix_hint(ctx)}"
+        )
+        ctx.exit_reason(
+            with_fix(ctx, f"{state.image} vanished", f"image vanished on {node}", "image vanished")
+        )
+        return None
+    try:
+        _tag(ctx, image_id, state.image)
+    except localstore.ImageError as exc:
+        ctx.log.error(
+            f"{state.image} vanished from {node}, and tagging {image_id[:12]} with it again "
+            f"failed: {exc.one_line()}; the running replica is fine, but a restart here would "
+            f"fail; fix: {fix_hint(ctx)}"
+        )
+        head = state.image if len(state.image) <= REASON_MAX // 2 else "image"
+        ctx.exit_reason(fit(f"{head} vanished; re-tag failed: {exc.detail}"))
+        return None
+    ctx.log.warning(
+        f"{state.image} vanished from {node} under the running replica: tagged image "
+        f"{image_id[:12]} with it again, so that a restart here does not pull it"
+    )
+    resolved = _resolve(ctx, state.image)
+    if resolved is None:  # untagged again at once: the next monitor tries again
+        ctx.exit_reason(fit(f"{state.image} vanished again after its re-tag"))
+    return resolved
+
+
+def _heal_source(ctx: Context, state: Published) -> str | None:
+    """The image to give the vanished name back to: the one recorded in the state while it is in
+    the store, else the one that the running containers created from the name run (if only one).
+    """
+    if state.image_id and _find(ctx, state.image_id) is not None:
+        return state.image_id
+    running = _running_images(ctx, state.image)
+    if len(running) > 1:
+        ctx.log.warning(
+            f"the containers of {state.image} run {len(running)} images on {_node(ctx)}: "
+            "not guessing which one to give the name back to"
+        )
+    return running[0] if len(running) == 1 else None
+
+
 def validate(ctx: Context) -> int:
     _floating(ctx)
-    url = ctx.param("podman_url") or DEFAULT_URL
+    url = _url(ctx)
     if not url.startswith("unix://"):
         raise OCFError(
             OCFRC.ERR_CONFIGURED,
@@ -315,8 +400,9 @@ AGENT = Agent(
         "Runs as a clone ordered before a Pacemaker bundle and colocated with it. It refuses to "
         "start (rc 5, on this node only) when the floating image name is not in this node's "
         "image store, so that the bundle never tries to pull a name that no registry holds. "
-        "It publishes the real image behind the floating name as a transient node attribute, "
-        "and reports degraded (190) when the name vanishes under a running replica."
+        "It publishes the real image behind the floating name as a transient node attribute. "
+        "When the name vanishes under a running replica, the monitor gives it back to the "
+        "image it named (or that the replica runs); it reports degraded (190) when it cannot."
     ),
     parameters=[
         Parameter(

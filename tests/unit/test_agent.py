@@ -14,14 +14,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
 from ocf import OCFRC, run
 from pcmkimg import agent
-from pcmkimg.images import ImageInfo, Resolved, StoreError
+from pcmkimg.images import ImageInfo, PodmanCommandFailed, Resolved, StoreError
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "agents" / "floating-image"
@@ -29,12 +29,16 @@ FLOATING = "cluster.common.tag/svc:pcmklatest"
 PREFIX = "ocf-exit-reason:"
 ID_A = "a" * 64
 ID_B = "b" * 64
+ID_C = "c" * 64
 DIGEST = "sha256:" + "d" * 64
 
 
+def image(image_id: str, *names: str, digest: str | None = DIGEST) -> ImageInfo:
+    return ImageInfo(id=image_id, digest=digest, repo_digests=(), names=names)
+
+
 def resolved(image_id: str = ID_A, *names: str, digest: str | None = DIGEST) -> Resolved:
-    info = ImageInfo(id=image_id, digest=digest, repo_digests=(), names=(FLOATING, *names))
-    return Resolved("n1", FLOATING, info)
+    return Resolved("n1", FLOATING, image(image_id, FLOATING, *names, digest=digest))
 
 
 @dataclass
@@ -42,8 +46,15 @@ class World:
     """What the agent sees: this node's store and the node attributes it set."""
 
     store: Resolved | None | Exception = None
+    """What the floating name resolves to."""
     attributes: dict[str, str] = field(default_factory=dict)
     resolves: int = 0
+    images: dict[str, ImageInfo] = field(default_factory=dict)
+    """The store's images by ID (what a heal looks for), besides ``store``."""
+    running: tuple[str, ...] = ()
+    """The IDs of the images that running containers created from the floating name run."""
+    tag_error: Exception | None = None
+    tagged: list[tuple[str, str]] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -63,8 +74,22 @@ def world(monkeypatch: pytest.MonkeyPatch) -> World:
         else:
             w.attributes[name] = value
 
+    def fake_find(ctx, name: str):  # type: ignore[no-untyped-def]
+        found = w.images.get(name)
+        return None if found is None else Resolved("n1", name, found)
+
+    def fake_tag(ctx, image_id: str, name: str) -> None:  # type: ignore[no-untyped-def]
+        if w.tag_error is not None:
+            raise w.tag_error
+        w.tagged.append((image_id, name))
+        info = w.images[image_id]
+        w.store = Resolved("n1", name, replace(info, names=(name, *info.names)))
+
     monkeypatch.setattr(agent, "_resolve", fake_resolve)
     monkeypatch.setattr(agent, "_set_attribute", fake_set)
+    monkeypatch.setattr(agent, "_find", fake_find)
+    monkeypatch.setattr(agent, "_running_images", lambda ctx, name: w.running)
+    monkeypatch.setattr(agent, "_tag", fake_tag)
     return w
 
 
@@ -97,7 +122,7 @@ def act(action: str, state_dir: Path, **params: str) -> Result:
     if action == "monitor":
         env["OCF_RESKEY_CRM_meta_interval"] = "30000" if interval is None else interval
     for key, value in params.items():
-        env[key if key.startswith("OCF_") else f"OCF_RESKEY_{key}"] = value
+        env[key if key.startswith(("OCF_", "HA_")) else f"OCF_RESKEY_{key}"] = value
     out, err = io.StringIO(), io.StringIO()
     rc = run(agent.AGENT, [action], env, stdout=out, stderr=err)
     return Result(rc, out.getvalue(), err.getvalue())
@@ -294,16 +319,122 @@ def test_monitor_running_is_0(started: World, state_dir: Path) -> None:
     assert act("monitor", state_dir, interval="0").rc == OCFRC.SUCCESS
 
 
-def test_monitor_is_degraded_when_the_name_vanished(started: World, state_dir: Path) -> None:
-    started.store = None
+def test_monitor_is_degraded_when_the_name_vanished_and_no_image_is_left(
+    started: World, state_dir: Path
+) -> None:
+    started.store = None  # the name is gone, and so is the image recorded at start
     for interval in ("30000", "0"):  # a probe of a running guard says the same
         result = act("monitor", state_dir, interval=interval)
         assert result.rc == OCFRC.DEGRADED
         assert result.reasons == [
             f"{FLOATING} vanished; fix: pcmkimg update --node controller-1 svc --image REF"
         ]
+    assert started.tagged == []
     # The attribute keeps the last image known to run here.
     assert started.attributes["pcmkimg-svc"].startswith("reg.example.com/ns1/svc:1.0@")
+
+
+def test_monitor_heals_a_vanished_name_with_the_recorded_image(
+    started: World, state_dir: Path, tmp_path: Path
+) -> None:
+    """Another tool untagged the name under the running replica: the guard tags it back, so
+    that the next start of the replica finds it instead of pulling it."""
+    recorded = (state_dir / "svc-guard.json").read_text()
+    shown = dict(started.attributes)
+    started.store = None
+    started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")
+    started.running = (ID_B,)  # the recorded image comes first
+    log = tmp_path / "agent.log"
+    result = act("monitor", state_dir, HA_LOGFILE=str(log))
+    assert result.rc == OCFRC.SUCCESS, result.stderr
+    assert result.reasons == []
+    assert started.tagged == [(ID_A, FLOATING)]
+    warnings = [ln for ln in log.read_text().splitlines() if "WARNING" in ln]
+    assert len(warnings) == 1
+    assert FLOATING in warnings[0] and ID_A[:12] in warnings[0]
+    assert "vanished" in warnings[0] and "again" in warnings[0]
+    # The state and the attribute still name the image that the name is on again.
+    assert (state_dir / "svc-guard.json").read_text() == recorded
+    assert started.attributes == shown
+    # The next monitor finds the name: nothing more to do.
+    assert act("monitor", state_dir).rc == OCFRC.SUCCESS
+    assert started.tagged == [(ID_A, FLOATING)]
+
+
+def test_monitor_heals_with_the_image_the_replica_runs_when_the_recorded_one_is_gone(
+    started: World, state_dir: Path
+) -> None:
+    started.store = None
+    started.images[ID_B] = image(ID_B, "reg.example.com/ns2/svc:1.1")
+    started.running = (ID_B,)
+    result = act("monitor", state_dir)
+    assert result.rc == OCFRC.SUCCESS, result.stderr
+    assert started.tagged == [(ID_B, FLOATING)]
+    # The name is on another image now: the state and the attribute follow it.
+    assert json.loads((state_dir / "svc-guard.json").read_text())["image_id"] == ID_B
+    assert started.attributes["pcmkimg-svc"] == f"reg.example.com/ns2/svc:1.1@{DIGEST}"
+
+
+def test_monitor_does_not_guess_between_images_that_replicas_run(
+    started: World, state_dir: Path
+) -> None:
+    started.store = None
+    started.images[ID_B] = image(ID_B, "reg.example.com/ns2/svc:1.1")
+    started.images[ID_C] = image(ID_C, "reg.example.com/ns2/svc:1.2")
+    started.running = (ID_B, ID_C)
+    result = act("monitor", state_dir)
+    assert result.rc == OCFRC.DEGRADED
+    assert "vanished" in result.reasons[0]
+    assert started.tagged == []
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        StoreError(
+            "podman refused the tag: HTTP 500: database is locked",
+            "check the podman service log on the node",
+            node="controller-1",
+            ref=FLOATING,
+        ),
+        PodmanCommandFailed(
+            "'podman tag' exited 125: Error: database is locked",
+            "run the same podman command on the node to see the cause",
+            node="controller-1",
+            ref=FLOATING,
+        ),
+    ],
+)
+def test_monitor_whose_heal_is_refused_is_degraded_with_the_reason(
+    started: World, state_dir: Path, refusal: Exception
+) -> None:
+    """Never a failure: a failed monitor would restart the healthy replica."""
+    recorded = (state_dir / "svc-guard.json").read_text()
+    started.store = None
+    started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")
+    started.tag_error = refusal
+    result = act("monitor", state_dir)
+    assert result.rc == OCFRC.DEGRADED
+    assert len(result.reasons) == 1 and len(result.reasons[0]) <= agent.REASON_MAX
+    assert result.reasons[0].startswith(f"{FLOATING} vanished; re-tag failed: ")
+    assert result.reasons[0].endswith("database is locked")
+    assert "node controller-1" not in result.reasons[0]  # said once is enough: it is this node
+    assert (state_dir / "svc-guard.json").read_text() == recorded
+
+
+def test_monitor_is_degraded_when_the_store_cannot_be_read_during_a_heal(
+    started: World, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started.store = None
+
+    def unreadable(ctx, name):  # type: ignore[no-untyped-def]
+        raise agent.OCFError(OCFRC.ERR_GENERIC, "image store unreadable: boom")
+
+    monkeypatch.setattr(agent, "_find", unreadable)
+    result = act("monitor", state_dir)
+    assert result.rc == OCFRC.DEGRADED
+    assert result.reasons == ["running; image store unreadable: boom"]
+    assert started.tagged == []
 
 
 def test_monitor_is_degraded_when_the_store_cannot_be_read(started: World, state_dir: Path) -> None:
@@ -380,21 +511,30 @@ def test_meta_data_imports_only_the_toolkit_and_the_agent_module() -> None:
     assert modules == ["pcmkimg", "pcmkimg.agent"]
 
 
+def http(status: str, body: object = None) -> bytes:
+    """An HTTP/1.0 answer of the podman API, with ``body`` as JSON."""
+    data = b"" if body is None else json.dumps(body).encode()
+    return f"HTTP/1.0 {status}\r\nContent-Type: application/json\r\n\r\n".encode() + data
+
+
+@dataclass
+class StandIn:
+    """A stand-in podman API socket: answers every request with ``answer``, keeps them all."""
+
+    path: Path
+    answer: bytes = b""
+    requests: list[bytes] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.path}"
+
+
 @pytest.fixture
-def api_socket(tmp_path: Path) -> Iterator[Path]:
-    """A stand-in podman API socket that answers every request with the image of FLOATING."""
-    path = tmp_path / "api.sock"
-    image = {
-        "Id": ID_A,
-        "Digest": DIGEST,
-        "RepoTags": [FLOATING, "reg.example.com/ns1/svc:1.0"],
-        "Created": "2024-05-01T10:00:00.123456789Z",
-    }
-    answer = (
-        b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + json.dumps(image).encode()
-    )
+def stand_in(tmp_path: Path) -> Iterator[StandIn]:
+    api = StandIn(tmp_path / "api.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
+    server.bind(str(api.path))
     server.listen()
 
     def serve() -> None:
@@ -404,15 +544,28 @@ def api_socket(tmp_path: Path) -> Iterator[Path]:
             except OSError:  # closed: the test is over
                 return
             with conn:
-                conn.recv(65536)
-                conn.sendall(answer)
+                api.requests.append(conn.recv(65536))
+                conn.sendall(api.answer)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield path
+    yield api
     server.shutdown(socket.SHUT_RDWR)  # wakes up the accept()
     server.close()
     thread.join(timeout=5)
+
+
+@pytest.fixture
+def api_socket(stand_in: StandIn) -> Path:
+    """A stand-in podman API socket that answers every request with the image of FLOATING."""
+    image = {
+        "Id": ID_A,
+        "Digest": DIGEST,
+        "RepoTags": [FLOATING, "reg.example.com/ns1/svc:1.0"],
+        "Created": "2024-05-01T10:00:00.123456789Z",
+    }
+    stand_in.answer = http("200 OK", image)
+    return stand_in.path
 
 
 def test_monitor_imports_neither_podman_lxml_images_nor_config(
@@ -479,3 +632,141 @@ def test_monitor_that_cannot_record_a_moved_tag_is_degraded_not_failed(
         state_dir.chmod(0o700)
     assert result.rc == OCFRC.DEGRADED
     assert "could not record the new image" in result.stderr
+
+
+# --------------------------------------------------------------------------- the heal's store calls
+
+
+def fake_podman(tmp_path: Path, rc: int = 0, stdout: str = "", stderr: str = "") -> Path:
+    """A podman command that writes its environment's LC_ALL and its arguments, one a line,
+    to ``podman.args`` beside it, prints ``stdout`` and ``stderr`` and exits ``rc``."""
+    (tmp_path / "podman.out").write_text(stdout)
+    (tmp_path / "podman.err").write_text(stderr)
+    script = tmp_path / "podman"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "LC_ALL=$LC_ALL" "$@" > "{tmp_path}/podman.args"\n'
+        f'cat "{tmp_path}/podman.out"; cat "{tmp_path}/podman.err" >&2\n'
+        f"exit {rc}\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def podman_args(tmp_path: Path) -> list[str]:
+    return (tmp_path / "podman.args").read_text().splitlines()
+
+
+def test_tag_local_posts_the_tag_to_the_api_socket(stand_in: StandIn, tmp_path: Path) -> None:
+    from pcmkimg import localstore
+
+    stand_in.answer = http("201 Created")
+    never = fake_podman(tmp_path, rc=1)
+    localstore.tag_local(ID_A, FLOATING, stand_in.url, node="n1", podman_command=[str(never)])
+    assert len(stand_in.requests) == 1
+    head = stand_in.requests[0].decode().split("\r\n")
+    assert head[0] == (
+        f"POST /v4.0.0/libpod/images/{ID_A}/tag?repo=cluster.common.tag/svc&tag=pcmklatest HTTP/1.0"
+    )
+    assert "Content-Length: 0" in head
+    assert not (tmp_path / "podman.args").exists()  # no fallback when the socket answers
+
+
+def test_tag_local_refused_by_the_api_says_why(stand_in: StandIn) -> None:
+    from pcmkimg import localstore
+
+    stand_in.answer = http(
+        "500 Internal Server Error",
+        {"cause": "locked", "message": "database is locked", "response": 500},
+    )
+    with pytest.raises(StoreError) as refused:
+        localstore.tag_local(ID_A, FLOATING, stand_in.url, node="n1")
+    assert refused.value.detail == "podman refused the tag: HTTP 500: database is locked"
+    assert refused.value.node == "n1" and refused.value.ref == FLOATING
+
+
+def test_tag_local_falls_back_to_the_podman_command(tmp_path: Path) -> None:
+    from pcmkimg import localstore
+
+    down = f"unix://{tmp_path}/no-such.sock"
+    podman = fake_podman(tmp_path)
+    localstore.tag_local(ID_A, FLOATING, down, node="n1", podman_command=[str(podman)])
+    assert podman_args(tmp_path) == ["LC_ALL=C", "tag", ID_A, FLOATING]
+
+    podman = fake_podman(tmp_path, rc=125, stderr=f"Error: {ID_B}: image not known\n")
+    with pytest.raises(PodmanCommandFailed) as failed:
+        localstore.tag_local(ID_B, FLOATING, down, node="n1", podman_command=[str(podman)])
+    assert failed.value.detail == f"'podman tag' exited 125: Error: {ID_B}: image not known"
+
+
+def test_tag_local_refuses_a_name_without_a_tag(stand_in: StandIn) -> None:
+    from pcmkimg import localstore
+
+    for name in ("cluster.common.tag/svc", "reg:5000/ns/svc", f"reg/ns/svc@{DIGEST}"):
+        with pytest.raises(StoreError):
+            localstore.tag_local(ID_A, name, stand_in.url, node="n1")
+    assert stand_in.requests == []
+
+
+CONTAINERS = [
+    {"Names": ["svc-bundle-podman-1"], "Image": FLOATING, "ImageID": ID_A, "State": "running"},
+    {"Names": ["other"], "Image": "reg.example.com/ns1/other:1.0", "ImageID": ID_B},
+    {"Names": ["svc-bundle-podman-2"], "Image": FLOATING, "ImageID": f"sha256:{ID_A}"},
+]
+
+
+def test_running_images_of_a_name_over_the_api_socket(stand_in: StandIn) -> None:
+    from pcmkimg import localstore
+
+    stand_in.answer = http("200 OK", CONTAINERS)
+    assert localstore.running_images(FLOATING, stand_in.url, node="n1") == (ID_A,)
+    assert stand_in.requests[0].startswith(b"GET /v4.0.0/libpod/containers/json HTTP/1.0\r\n")
+    stand_in.answer = http("200 OK", [])
+    assert localstore.running_images(FLOATING, stand_in.url, node="n1") == ()
+
+
+def test_running_images_of_a_name_with_the_podman_command(tmp_path: Path) -> None:
+    from pcmkimg import localstore
+
+    down = f"unix://{tmp_path}/no-such.sock"
+    podman = fake_podman(tmp_path, stdout=json.dumps(CONTAINERS))
+    found = localstore.running_images(FLOATING, down, node="n1", podman_command=[str(podman)])
+    assert found == (ID_A,)
+    assert podman_args(tmp_path) == ["LC_ALL=C", "ps", "--format", "json"]
+
+
+@pytest.mark.parametrize(
+    "image, node",
+    [
+        (FLOATING, "controller-1"),
+        (f"registry.example.com:8787/{'a' * 60}/{'b' * 60}:pcmklatest", "controller-1"),
+        (FLOATING, "n" * 120),
+        (f"cluster.common.tag/{'s' * 100}:pcmklatest", "overcloud-controller-0.example.com"),
+    ],
+)
+def test_every_fix_in_an_exit_reason_is_a_command_that_parses(
+    world: World, state_dir: Path, monkeypatch: pytest.MonkeyPatch, image: str, node: str
+) -> None:
+    """The fix that a reason names runs as it reads: our own CLI parses it (not run here)."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    from pcmkimg import cli
+
+    parsed: list[dict[str, object]] = []
+    monkeypatch.setattr(cli.update, "callback", lambda **params: parsed.append(params))
+    refused = act("start", state_dir, image=image, CRM_meta_on_node=node)
+    world.store = resolved()
+    assert act("start", state_dir, image=image, CRM_meta_on_node=node).rc == OCFRC.SUCCESS
+    world.store = None
+    degraded = act("monitor", state_dir, image=image, CRM_meta_on_node=node)
+    reasons = refused.reasons + degraded.reasons
+    assert len(reasons) == 2
+    for reason in reasons:
+        command = shlex.split(reason.split("; fix: ", 1)[1])
+        assert command[:2] == ["pcmkimg", "update"], reason
+        result = CliRunner().invoke(cli.cli, command[1:])
+        assert result.exit_code == 0, f"{reason}: {result.output}"
+    assert [p["image"] for p in parsed] == ["REF", "REF"]
+    assert all(p["nodes"] in ((node,), ("NODE",)) for p in parsed)
