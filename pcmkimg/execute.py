@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pcmkimg import cib, images, lease, naming, pacemaker, plan
+from pcmkimg import commands as cmd
 from pcmkimg.config import Config
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.journal import Journal
@@ -194,7 +195,7 @@ def preflight_problems(
     for ban in cib.cli_constraints(cluster.config):
         problems.append(
             f"leftover constraint {ban.id} ({ban.resource} on {ban.node}); clear it with "
-            f"`crm_resource --clear --resource {ban.resource} --node {ban.node}`"
+            + cmd.quoted(cmd.clear_ban(ban.resource, ban.node))
         )
     bundle = cib.bundle(cluster.config, bundle_id)
     if not bundle.is_managed:
@@ -209,7 +210,7 @@ def preflight_problems(
             problems.append(
                 f"failed {failure.task} of {failure.resource} on {failure.node}: "
                 f"{failure.exit_reason or failure.exitstatus}; clean it up first with "
-                f"`crm_resource --cleanup --resource {failure.resource} --node {failure.node}`"
+                + cmd.quoted(cmd.cleanup(failure.resource, failure.node))
             )
     for name in targets:
         node = cluster.status.node(name)
@@ -454,7 +455,8 @@ class Updater:
             raise PreflightFailed(
                 f"update of {bundle.service} stopped before {node}, which was not touched: "
                 + "; ".join(problems),
-                "bring those replicas back (`pcmkimg status`, `crm_mon`), then run the update "
+                f"bring those replicas back ({cmd.quoted(cmd.status())}, "
+                f"{cmd.quoted(cmd.status_xml())}), then run the update "
                 "again: the nodes done so far are not redone",
             )
 
@@ -478,7 +480,7 @@ class Updater:
             if container is None:
                 raise pacemaker.RestartFailedError(
                     f"the replica did not start on {node} after the cleanup of its failed start",
-                    "see `crm_mon --output-as=xml` for the failed start",
+                    f"see {cmd.quoted(cmd.status_xml())} for the failed start",
                 )
             if running_image != target_id:
                 raise pacemaker.RestartFailedError(
@@ -561,7 +563,7 @@ class Updater:
         if problems:
             raise pacemaker.RestartFailedError(
                 f"restart of {bundle.id} on {node}: " + "; ".join(problems),
-                "see `crm_mon --output-as=xml`",
+                f"see {cmd.quoted(cmd.status_xml())}",
             )
         where = now.active[replica.replica]
         res.down_seconds = self.downtime(where, replica.container_id, wall)
@@ -693,9 +695,8 @@ class Updater:
         down, restarted if it runs another image."""
         store = self.stores.get(node)
         back = undo.rollback_name or str(store.rollback_for(parse(bundle.floating)))
-        fix = (
-            f"on {node}: `podman tag {back} {bundle.floating}`, then "
-            f"`crm_resource --cleanup --resource {bundle.id} --node {node}`"
+        fix = f"on {node}: {cmd.quoted(cmd.tag(back, bundle.floating))}, then " + cmd.quoted(
+            cmd.cleanup(bundle.id, node)
         )
         if res.before is None:
             res.result = "rollback-failed"
@@ -703,7 +704,7 @@ class Updater:
             raise RollbackFailed(
                 f"update of {bundle.service} failed on {node}, which had no image behind "
                 f"{bundle.floating} before: there is nothing to roll back to",
-                f"fix the image, then `pcmkimg update --node {node} {bundle.service} --image REF`",
+                f"fix the image, then {cmd.quoted(cmd.update(node, bundle.service))}",
             )
         self.say(f"{node}: rolling back to {res.before[:12]}")
         try:
@@ -716,7 +717,8 @@ class Updater:
                 replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
             if replica is None or not replica.active:
                 raise pacemaker.RestartFailedError(
-                    f"the replica did not start again on {node}", "see `crm_mon` for the cause"
+                    f"the replica did not start again on {node}",
+                    f"see {cmd.quoted(cmd.status_xml())} for the cause",
                 )
             _, running = self.container_image(node, replica.container_id)
             if running != res.before:
@@ -726,7 +728,7 @@ class Updater:
             if running != res.before:
                 raise pacemaker.RestartFailedError(
                     f"the replica on {node} runs {str(running)[:12]}, not {res.before[:12]}",
-                    "see `pcmkimg status`",
+                    f"see {cmd.quoted(cmd.status())}",
                 )
             self.publish(bundle, node)
         except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
