@@ -146,7 +146,9 @@ class Cluster:
         container = [f"image={image}", f"replicas={replicas}", "network=host"]
         if promotable:
             container.append("promoted-max=1")
-        network = ["network", f"control-port={REMOTE_PORT}"] if inner else []
+        # With an inner resource the bundle is created disabled and enabled once the resource
+        # is in: adding it changes the containers' run command, which would restart them all.
+        network = ["network", f"control-port={REMOTE_PORT}", "--disabled"] if inner else []
         self.run(
             "controller-0",
             ["pcs", "resource", "bundle", "create", bundle, "container", "podman"]
@@ -158,6 +160,7 @@ class Cluster:
                 "controller-0",
                 ["pcs", "resource", "create", inner_id or f"{bundle}-rsc", inner, "bundle", bundle],
             )
+            self.run("controller-0", ["pcs", "resource", "enable", bundle])
         wait_idle(self)
 
     def replicas(self, bundle: str, mon: etree._Element | None = None) -> list[Replica]:

@@ -100,6 +100,20 @@ STATEFUL_IMAGES: dict[str, str] = {
     "ns1/stateful:1.1": "1.1",
     "ns1/stateful:broken": "broken",
 }
+# pacemaker-remoted as PID 1 forks and leaves a "pcmk-init" parent that catches no signal, so
+# SIGTERM is lost and every container stop takes podman's full 10 s. The image's
+# /usr/sbin/pacemaker-remoted is this wrapper instead: a shell (PID 1) that passes SIGTERM on to
+# the real daemon, which then stops in well under a second.
+REMOTED_REAL = "/usr/libexec/pacemaker/pacemaker-remoted"
+REMOTED_WRAPPER = f"""#!/bin/sh
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+{REMOTED_REAL} "$@" &
+child=$!
+wait "$child"
+rc=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+exit "$rc"
+""".encode()
 BROKEN_REMOTED = b'#!/bin/sh\necho "pacemaker-remoted of a broken image"; exit 1\n'
 
 
@@ -196,14 +210,17 @@ def stateful_base_tar() -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as raw:
         tar = _Tar(raw)
-        for d in ("tmp", "proc", "sys", "dev", "run", "var/log", "var/lib/pacemaker", "etc"):
+        for d in ("tmp", "proc", "sys", "dev", "run", "var/log", "etc"):
             tar.dir(d)
+        for d in ("cib", "pengine", "blackbox", "cores"):
+            tar.dir(f"var/lib/pacemaker/{d}")
         tar.link("var/run", "../run")
         tar.file("bin/busybox", Path(BUSYBOX).read_bytes())
         listed = run([BUSYBOX, "--list"]).stdout.split()
         for applet in sorted(set(listed) - {"busybox"}):
             tar.link(f"bin/{applet}", "busybox")
-        tar.file(REMOTED, remoted.read_bytes())
+        tar.file(REMOTED_REAL, remoted.read_bytes())
+        tar.file(REMOTED, REMOTED_WRAPPER)
         tar.file(CRM_ATTRIBUTE, Path(CRM_ATTRIBUTE).read_bytes())
         for path in _libraries((str(remoted), CRM_ATTRIBUTE)):
             real = Path(path).resolve()
@@ -292,17 +309,7 @@ def build_and_push(state: State, registry: Registry) -> dict[str, str]:
     if not Path(BUSYBOX).exists():
         raise SandboxError(f"{BUSYBOX} is missing: install busybox-static")
     store = state.dir / "build"
-    for sub in ("storage", "run", "tmp"):
-        (store / sub).mkdir(parents=True, exist_ok=True)
-    base = [
-        "podman",
-        "--root",
-        str(store / "storage"),
-        "--runroot",
-        str(store / "run"),
-        "--tmpdir",
-        str(store / "tmp"),
-    ]
+    base = _build_cli(state)
     env = podman_env(state)
     ids: dict[str, str] = {}
     by_content: dict[tuple[str, str], str] = {}
@@ -328,6 +335,7 @@ def build_and_push(state: State, registry: Registry) -> dict[str, str]:
 
 
 def _build_cli(state: State) -> list[str]:
+    """The podman command line on the sandbox's build store."""
     store = state.dir / "build"
     for sub in ("storage", "run", "tmp"):
         (store / sub).mkdir(parents=True, exist_ok=True)
