@@ -22,21 +22,13 @@ def guarded(cluster_sandbox):
 def test_update_of_a_refused_node_brings_its_replica_back(guarded):
     sb = guarded
     cl = sb.cluster
-    # controller-2 loses the floating name; its guard restarts and refuses (rc 5).
+    # controller-2 loses the floating name while its guard is stopped (a running guard would
+    # put the name back at its next monitor); the guard then starts and refuses (rc 5).
+    ban = ["--resource", f"{GUARD}-clone", "--node", "controller-2"]
+    cl.run("controller-0", ["crm_resource", "--ban", *ban])
+    cl.run("controller-0", ["crm_resource", "--wait"])
     cl.podman("controller-2", "untag", sb.ref("ns1/svc:1.0"), FLOATING)
-    cl.run(
-        "controller-0",
-        [
-            "crm_resource",
-            "--restart",
-            "-r",
-            f"{GUARD}-clone",
-            "--node",
-            "controller-2",
-            "--timeout=60s",
-        ],
-        check=False,
-    )
+    cl.run("controller-0", ["crm_resource", "--clear", *ban])
     cl.run("controller-0", ["crm_resource", "--wait"])
     refused = [
         f
