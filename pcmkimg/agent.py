@@ -24,8 +24,8 @@ registry holds:
 
 OCF return codes are chosen here and nowhere else. Every import beyond the
 toolkit is lazy, so that meta-data and monitor stay fast: meta-data imports
-nothing more; monitor reads the store with :mod:`pcmkimg.localstore` (standard
-library only) and describes the image with :mod:`pcmkimg.naming`, never
+nothing more; monitor reads the store with :mod:`pcmkimg.adapters.localstore` (standard
+library only) and describes the image with :mod:`pcmkimg.core.naming`, never
 podman-py, lxml, the configuration or the pacemaker runner (unless the image
 moved); only a heal imports more. It trusts the floating name recorded at start
 when the parameter still reads the same, so that a monitor that finds the name
@@ -56,7 +56,7 @@ class Published:
 
 
 def _floating(ctx: Context):  # type: ignore[no-untyped-def]
-    from pcmkimg import reference
+    from pcmkimg.core import reference
 
     try:
         return reference.parse(ctx.param("image") or "")
@@ -66,7 +66,7 @@ def _floating(ctx: Context):  # type: ignore[no-untyped-def]
 
 
 def _service(ctx: Context) -> str:
-    from pcmkimg import naming
+    from pcmkimg.core import naming
 
     found = naming.classify(_floating(ctx))
     return found.service if found is not None else _floating(ctx).last_component
@@ -161,7 +161,7 @@ def _resolve(ctx: Context, recorded: str | None = None):  # type: ignore[no-unty
 
 def _find(ctx: Context, name: str):  # type: ignore[no-untyped-def]
     """A name or an image ID in this node's store: Resolved, or None when it is not there."""
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     try:
         found = localstore.resolve_local(name, _url(ctx), node=_node(ctx), timeout=8)
@@ -173,7 +173,7 @@ def _find(ctx: Context, name: str):  # type: ignore[no-untyped-def]
 
 def _running_images(ctx: Context, name: str) -> tuple[str, ...]:
     """The IDs of the images that this node's running containers created from ``name`` run."""
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     try:
         return localstore.running_images(name, _url(ctx), node=_node(ctx), timeout=8)
@@ -184,7 +184,7 @@ def _running_images(ctx: Context, name: str) -> tuple[str, ...]:
 
 def _tag(ctx: Context, image_id: str, name: str) -> None:
     """Give ``name`` to the image; localstore.ImageError when podman refuses."""
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     localstore.tag_local(image_id, name, _url(ctx), node=_node(ctx), timeout=8)
 
@@ -207,7 +207,7 @@ def describe(resolved) -> str:  # type: ignore[no-untyped-def]
 
 
 def _is_real(name: str) -> bool:
-    from pcmkimg import naming, reference
+    from pcmkimg.core import naming, reference
 
     try:
         return naming.classify(name) is None
@@ -228,7 +228,7 @@ def _publish(ctx: Context, resolved) -> Published:  # type: ignore[no-untyped-de
 
 
 def _set_attribute(ctx: Context, name: str, value: str | None) -> None:
-    from pcmkimg import pacemaker
+    from pcmkimg.adapters import pacemaker
 
     try:
         runner = pacemaker.Runner(timeout=10)  # well inside the action's own timeout
@@ -242,7 +242,7 @@ def _set_attribute(ctx: Context, name: str, value: str | None) -> None:
 
 def fix_hint(ctx: Context, node: str | None = None, service: str | None = None) -> str:
     """The update that puts a real image behind the name on this node (or on ``node``)."""
-    from pcmkimg import commands
+    from pcmkimg.core import commands
 
     return commands.shown(commands.update(node or _node(ctx), service or _service(ctx)))
 
@@ -326,7 +326,7 @@ def _heal(ctx: Context, state: Published):  # type: ignore[no-untyped-def]
     here does not make the bundle pull the name. The name resolved again; or None, with the exit
     reason of a 190 (degraded), when there is no such image or podman refuses the tag. Never a
     failure: that would restart a healthy replica."""
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     node = _node(ctx)
     image_id = _heal_source(ctx, state)

@@ -18,10 +18,13 @@ from typing import Any, NoReturn
 
 import click
 
-from pcmkimg import __version__, cib, config, execute, journal, naming, pacemaker, plan
-from pcmkimg import commands as cmd
+from pcmkimg import __version__
+from pcmkimg.adapters import config, journal, pacemaker
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
+from pcmkimg.core import cib, naming, plan
+from pcmkimg.core import commands as cmd
 from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.workflows import update as execute
 
 # --------------------------------------------------------------------------- exit codes
 
@@ -39,7 +42,10 @@ TERMINATED = 143
 
 def exit_code(exc: BaseException) -> int:
     """The one place where failure kinds become exit codes."""
-    from pcmkimg import images, lease, migrate, reference, tunnel
+    from pcmkimg.adapters import podman as images
+    from pcmkimg.adapters import tunnel
+    from pcmkimg.core import lease, reference
+    from pcmkimg.workflows import migrate
 
     table: list[tuple[tuple[type[BaseException], ...], int]] = [
         # Something is left for a person to do by hand; the message says what.
@@ -211,7 +217,7 @@ def cli(ctx: click.Context, as_json: bool, conf: str | None, journal_dir: str) -
 @click.argument("services", nargs=-1, **completes(complete_service))
 def status(services: tuple[str, ...]) -> None:
     """What runs behind each floating name on each node (drift, role, guard, failures)."""
-    from pcmkimg import status as st
+    from pcmkimg.workflows import status as st
 
     env = _env()
     cluster = execute.read_cluster(env.runner)
@@ -224,7 +230,7 @@ def status(services: tuple[str, ...]) -> None:
 @cli.command()
 def check() -> None:
     """Preflight: list every problem that would make an update unsafe; exit 3 if any."""
-    from pcmkimg import status as st
+    from pcmkimg.workflows import status as st
 
     env = _env()
     cluster = execute.read_cluster(env.runner)
@@ -256,7 +262,7 @@ def _plan(
     digest: str | None,
     restart: bool,
 ) -> tuple[plan.Plan, execute.Cluster]:
-    from pcmkimg import reference
+    from pcmkimg.core import reference
 
     _one_of(nodes, every)
     target = reference.parse(image)
@@ -302,7 +308,7 @@ def update(
     no_restart: bool,
 ) -> None:
     """Per-node minor update of SERVICE to --image, one node at a time."""
-    from pcmkimg import reference
+    from pcmkimg.core import reference
     from pcmkimg.progress import PullDisplay
 
     env = _env()
@@ -346,7 +352,7 @@ def _journal_path(env: Env):  # type: ignore[no-untyped-def]
 @timeout_option(300, "Seconds to wait for the restart.")
 def rollback(service: str, node: str, timeout: int) -> None:
     """Move the floating name back to the rollback image on NODE and restart that replica."""
-    from pcmkimg import lease
+    from pcmkimg.core import lease
 
     env = _env()
     cluster = execute.read_cluster(env.runner)
@@ -363,7 +369,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
     with _stores(env) as stores, lease.held(env.runner, ttl) as held:
         store = stores.get(node)
         target = store.resolve(back)
-        from pcmkimg import images
+        from pcmkimg.adapters import podman as images
 
         if not isinstance(target, images.Resolved):
             raise execute.PreflightFailed(
@@ -552,7 +558,7 @@ def guard_show(bundle: str) -> None:
 @timeout_option(300, "Seconds to wait for the cluster to settle.")
 def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
     """Move BUNDLE from a real or legacy image name to its floating name, with no restart."""
-    from pcmkimg import migrate as mig
+    from pcmkimg.workflows import migrate as mig
 
     env = _env()
     cluster = execute.read_cluster(env.runner)
@@ -603,7 +609,7 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
             f"not cluster nodes: {', '.join(unknown)}", f"cluster nodes: {', '.join(known)}"
         )
     targets = known if every else list(nodes)
-    from pcmkimg import lease
+    from pcmkimg.core import lease
 
     # Under the lease: an update's freshly pulled image must not be pruned before its retag.
     with _stores(env) as stores, lease.held(env.runner):

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from pcmkimg import cib, naming
+from pcmkimg.core import cib, naming
 
 TIMEOUT = 2.0
 """Seconds a completion waits for ``cibadmin --query``."""
@@ -64,7 +64,7 @@ def candidates(
 
 
 def _scheme(ctx: click.Context) -> naming.Scheme:
-    from pcmkimg import config
+    from pcmkimg.adapters import config
 
     try:
         return config.load(ctx.find_root().params.get("conf")).scheme
@@ -73,7 +73,7 @@ def _scheme(ctx: click.Context) -> naming.Scheme:
 
 
 def _read_cib() -> cib.Element | None:
-    from pcmkimg import pacemaker
+    from pcmkimg.adapters import pacemaker
 
     try:
         return pacemaker.query_cib(pacemaker.Runner(timeout=TIMEOUT))

@@ -1,9 +1,9 @@
 """What a pull is doing on each node, for the person watching ``pcmkimg update``.
 
-Pure: :class:`PullDisplay` takes :class:`pcmkimg.images.PullProgress` events and writes to a
-stream (stderr in the CLI, so that ``--json`` keeps stdout one document). On a terminal each
-node has one line, rewritten in place as its pull goes on; on anything else (a log file, a
-pipe) it writes one plain line per step.
+Pure: :class:`PullDisplay` takes :class:`pcmkimg.adapters.podman.PullProgress` events and
+writes to a stream (stderr in the CLI, so that ``--json`` keeps stdout one document). On a
+terminal each node has one line, rewritten in place as its pull goes on; on anything else (a
+log file, a pipe) it writes one plain line per step.
 
 What podman says: the libpod pull stream of podman 4.3 (``POST /libpod/images/pull``) carries
 only the text lines of ``podman pull`` without a terminal ("Trying to pull REF...", "Copying
@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import TextIO
 
-from pcmkimg.images import PullProgress
+from pcmkimg.adapters.podman import PullProgress
 
 _CLEAR_LINE = "\r\x1b[2K"
 
@@ -83,7 +83,7 @@ class NodePull:
 
 
 class PullDisplay:
-    """A :data:`pcmkimg.images.ProgressCallback` that shows every node's pull on ``stream``.
+    """A :data:`pcmkimg.adapters.podman.ProgressCallback`: every node's pull on ``stream``.
 
     ``tty`` None means ``stream.isatty()``. ``width`` (terminal columns; None: the terminal's)
     cuts lines so that they never wrap, which would break the rewriting. Safe to call from

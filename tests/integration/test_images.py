@@ -1,4 +1,4 @@
-"""pcmkimg.images against real podman services and a real registry (the sandbox)."""
+"""pcmkimg.adapters.podman against real podman services and a real registry (the sandbox)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import images
-from pcmkimg.config import Config, RegistrySettings
-from pcmkimg.images import Resolved, Unresolved
+from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.config import Config, RegistrySettings
+from pcmkimg.adapters.podman import Resolved, Unresolved
 from tests.sandbox.proc import free_port
 
 FLOATING = "cluster.common.tag/svc:pcmklatest"

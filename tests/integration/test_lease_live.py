@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import cib, lease
-from pcmkimg import pacemaker as pm
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import cib, lease
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 # it until stdin closes, then release it (or, with "exit", die without releasing).
 CHILD = """
 import json, os, sys, time
-from pcmkimg import lease, pacemaker as pm
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import lease
 start, mode, prefix = float(sys.argv[1]), sys.argv[2], tuple(sys.argv[3:])
 runner = pm.Runner(prefix=prefix)
 while time.time() < start:
@@ -41,7 +42,8 @@ print(json.dumps({"released": lease.release(runner, held)}), flush=True)
 
 HOLD = """
 import sys, time
-from pcmkimg import lease, pacemaker as pm
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import lease
 runner = pm.Runner(prefix=tuple(sys.argv[1:]))
 with lease.held(runner, ttl=120):
     print("held", flush=True)

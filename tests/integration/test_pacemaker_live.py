@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import cib
-from pcmkimg import pacemaker as pm
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import cib
 from tests.sandbox.cluster import Cluster, wait_idle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,7 +150,7 @@ def test_refused_on_a_standby_node(bundle) -> None:
 # Restart in a child process with the node prefix; the parent signals it once the ban is in.
 RESTART = """
 import sys
-from pcmkimg import pacemaker as pm
+from pcmkimg.adapters import pacemaker as pm
 pm.restart_replica(pm.Runner(prefix=tuple(sys.argv[1:])), "pm-bundle", "controller-1", 60)
 """
 

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from pcmkimg import execute, images
-from pcmkimg.config import Config, RegistrySettings
+from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.config import Config, RegistrySettings
 from pcmkimg.progress import PullDisplay
+from pcmkimg.workflows import update as execute
 from tests.unit.test_progress import FakeTty, screen
 
 

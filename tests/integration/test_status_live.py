@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from pcmkimg import commands
+from pcmkimg.core import commands
 
 BUNDLE = "failstat-bundle"
 SERVICE = "failstat"

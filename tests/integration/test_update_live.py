@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from pcmkimg import cib, lease
-from pcmkimg import pacemaker as pm
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import cib, lease
 from tests.sandbox.cluster import REPO, Cluster, node_env, wait_idle
 from tests.sandbox.fixtures import Sandbox
 from tests.sandbox.proc import SandboxError, free_port

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from pcmkimg import cib as C
+from pcmkimg.core import cib as C
 
 NODES = ("controller-0", "controller-1", "controller-2")
 

@@ -1,4 +1,4 @@
-"""pcmkimg.cib edits applied by Pacemaker's own tools to CIB files (no cluster)."""
+"""pcmkimg.core.cib edits applied by Pacemaker's own tools to CIB files (no cluster)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from pcmkimg import cib as C
+from pcmkimg.core import cib as C
 from tests.offline._tools import run, write
 from tests.sandbox.require import need_tools
 

@@ -1,6 +1,6 @@
 """The guard's wiring, checked by Pacemaker's own scheduler (crm_simulate, no cluster).
 
-A guard clone ordered before a bundle and colocated with it, as ``pcmkimg.cib.add_guard``
+A guard clone ordered before a bundle and colocated with it, as ``pcmkimg.core.cib.add_guard``
 writes it, on the 3-replica ``haproxy-bundle`` of the base fixture. crm_simulate does not run
 agents, so the guard agent need not be installed.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import cib as C
+from pcmkimg.core import cib as C
 from tests.offline._tools import NODES, converge, run, simulate, status, write
 from tests.sandbox.require import need_tools
 

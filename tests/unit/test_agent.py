@@ -21,7 +21,7 @@ import pytest
 
 from ocf import OCFRC, run
 from pcmkimg import agent
-from pcmkimg.images import ImageInfo, PodmanCommandFailed, Resolved, StoreError
+from pcmkimg.adapters.podman import ImageInfo, PodmanCommandFailed, Resolved, StoreError
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "agents" / "floating-image"
@@ -459,7 +459,7 @@ def test_monitor_republishes_when_the_tag_moved(started: World, state_dir: Path)
 def test_resolve_maps_a_store_error_to_a_short_generic_failure(
     monkeypatch: pytest.MonkeyPatch, state_dir: Path
 ) -> None:
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     def broken(*args: object, **kw: object) -> None:
         raise StoreError("podman said: " + "z" * 300, "look at it", node="controller-1")
@@ -590,15 +590,19 @@ def test_monitor_imports_neither_podman_lxml_images_nor_config(
         "HA_LOGFILE": "/dev/null",
     }
     loaded = set(run_script("monitor", env)[1])
-    assert "pcmkimg.localstore" in loaded  # the store was read
-    assert not loaded & {"pcmkimg.images", "pcmkimg.config", "pcmkimg.pacemaker"}
+    assert "pcmkimg.adapters.localstore" in loaded  # the store was read
+    assert not loaded & {
+        "pcmkimg.adapters.podman",
+        "pcmkimg.adapters.config",
+        "pcmkimg.adapters.pacemaker",
+    }
     assert not any(m.split(".")[0] in ("podman", "lxml") for m in loaded)
 
 
 def test_the_local_store_quotes_and_defaults_as_the_library_does() -> None:
     from urllib.parse import quote
 
-    from pcmkimg import config, localstore
+    from pcmkimg.adapters import config, localstore
 
     assert localstore.LOCAL_URL == config.LOCAL_URL == agent.DEFAULT_URL
     for name in (FLOATING, "[::1]:5000/ns/img:1.0", f"reg.example.com/a_b/c-d@{DIGEST}", "é %/?#"):
@@ -658,7 +662,7 @@ def podman_args(tmp_path: Path) -> list[str]:
 
 
 def test_tag_local_posts_the_tag_to_the_api_socket(stand_in: StandIn, tmp_path: Path) -> None:
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     stand_in.answer = http("201 Created")
     never = fake_podman(tmp_path, rc=1)
@@ -673,7 +677,7 @@ def test_tag_local_posts_the_tag_to_the_api_socket(stand_in: StandIn, tmp_path: 
 
 
 def test_tag_local_refused_by_the_api_says_why(stand_in: StandIn) -> None:
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     stand_in.answer = http(
         "500 Internal Server Error",
@@ -686,7 +690,7 @@ def test_tag_local_refused_by_the_api_says_why(stand_in: StandIn) -> None:
 
 
 def test_tag_local_falls_back_to_the_podman_command(tmp_path: Path) -> None:
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     down = f"unix://{tmp_path}/no-such.sock"
     podman = fake_podman(tmp_path)
@@ -700,7 +704,7 @@ def test_tag_local_falls_back_to_the_podman_command(tmp_path: Path) -> None:
 
 
 def test_tag_local_refuses_a_name_without_a_tag(stand_in: StandIn) -> None:
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     for name in ("cluster.common.tag/svc", "reg:5000/ns/svc", f"reg/ns/svc@{DIGEST}"):
         with pytest.raises(StoreError):
@@ -716,7 +720,7 @@ CONTAINERS = [
 
 
 def test_running_images_of_a_name_over_the_api_socket(stand_in: StandIn) -> None:
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     stand_in.answer = http("200 OK", CONTAINERS)
     assert localstore.running_images(FLOATING, stand_in.url, node="n1") == (ID_A,)
@@ -726,7 +730,7 @@ def test_running_images_of_a_name_over_the_api_socket(stand_in: StandIn) -> None
 
 
 def test_running_images_of_a_name_with_the_podman_command(tmp_path: Path) -> None:
-    from pcmkimg import localstore
+    from pcmkimg.adapters import localstore
 
     down = f"unix://{tmp_path}/no-such.sock"
     podman = fake_podman(tmp_path, stdout=json.dumps(CONTAINERS))

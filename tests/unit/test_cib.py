@@ -1,4 +1,4 @@
-"""pcmkimg.cib on fixtures made by tests/fixtures/cib/make-fixtures.sh (real pcs/crm_* output)."""
+"""pcmkimg.core.cib on fixtures made by tests/fixtures/cib/make-fixtures.sh (real pcs/crm_*)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from pcmkimg import cib as C
+from pcmkimg.core import cib as C
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 FLOATING = "cluster.common.tag/mariadb:pcmklatest"

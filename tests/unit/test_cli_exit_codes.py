@@ -9,24 +9,16 @@ from pathlib import Path
 import click
 import pytest
 
-from pcmkimg import (
-    agent,  # noqa: F401 - its error types are part of the tree walked below
-    cib,
-    cli,
-    config,
-    execute,
-    images,
-    journal,
-    lease,
-    migrate,
-    naming,
-    pacemaker,
-    plan,
-    reference,
-    status,  # noqa: F401
-    tunnel,
-)
+from pcmkimg import agent, cli  # noqa: F401 - agent: its error types are in the tree below
+from pcmkimg.adapters import config, journal, pacemaker, tunnel
+from pcmkimg.adapters import podman as images
+from pcmkimg.core import cib, lease, naming, plan, reference
 from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.workflows import (
+    migrate,
+    status,  # noqa: F401 - its error types are in the tree below
+)
+from pcmkimg.workflows import update as execute
 
 NODE = {"node": "n1"}
 

@@ -22,9 +22,9 @@ import click
 import pytest
 from lxml import etree
 
-from pcmkimg import cib
 from pcmkimg import cli as pcmkimg_cli
-from pcmkimg import commands as C
+from pcmkimg.core import cib
+from pcmkimg.core import commands as C
 from tests.sandbox.require import need_tools
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"

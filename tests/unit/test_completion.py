@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import cib, completion, naming
+from pcmkimg import completion
+from pcmkimg.core import cib, naming
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "cib"

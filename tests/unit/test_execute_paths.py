@@ -18,11 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import cib, execute, images, lease, naming, pacemaker, plan
-from pcmkimg.config import Config
+from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.config import Config
+from pcmkimg.adapters.journal import Journal, history
+from pcmkimg.core import cib, lease, naming, plan
+from pcmkimg.core.reference import Reference, parse
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.journal import Journal, history
-from pcmkimg.reference import Reference, parse
+from pcmkimg.workflows import update as execute
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 

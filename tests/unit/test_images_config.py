@@ -1,4 +1,4 @@
-"""Tests of pcmkimg.config: the node map, scheme, registries and ssh settings."""
+"""Tests of pcmkimg.adapters.config: the node map, scheme, registries and ssh settings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.config import (
+from pcmkimg.adapters.config import (
     LOCAL_URL,
     Config,
     ConfigError,
@@ -17,8 +17,8 @@ from pcmkimg.config import (
     load,
     parse,
 )
-from pcmkimg.naming import Scheme
-from pcmkimg.tunnel import parse_url
+from pcmkimg.adapters.tunnel import parse_url
+from pcmkimg.core.naming import Scheme
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "packaging" / "pcmkimg.conf"
 """The example configuration the RPM installs as /etc/pcmkimg/pcmkimg.conf."""

@@ -1,4 +1,4 @@
-"""Pure logic of pcmkimg.images and pcmkimg.tunnel: error classes, backoff, times, ssh argv."""
+"""Pure logic of the podman and tunnel adapters: error classes, backoff, times, ssh argv."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pcmkimg import images
-from pcmkimg.tunnel import SshTarget, TunnelFailed, parse_url, ssh_argv
+from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.tunnel import SshTarget, TunnelFailed, parse_url, ssh_argv
 
 # Messages as podman 4.3 sends them in the pull stream's "error" key.
 PULL_ERRORS = [
@@ -111,7 +111,7 @@ def test_errors_name_node_reference_and_fix() -> None:
 
 
 def test_importing_images_does_not_import_podman() -> None:
-    code = "import sys, pcmkimg.images; print('podman' in sys.modules)"
+    code = "import sys, pcmkimg.adapters.podman; print('podman' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import journal as J
+from pcmkimg.adapters import journal as J
 
 
 def mode(path: Path) -> int:

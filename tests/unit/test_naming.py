@@ -1,4 +1,4 @@
-"""Tests of pcmkimg.naming: the floating-name scheme and the legacy names."""
+"""Tests of pcmkimg.core.naming: the floating-name scheme and the legacy names."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcmkimg.naming import (
+from pcmkimg.core.naming import (
     DEFAULT_SCHEME,
     LEGACY_TAG,
     FloatingName,
@@ -19,7 +19,7 @@ from pcmkimg.naming import (
     rollback_name,
     service_of,
 )
-from pcmkimg.reference import InvalidReference, Reference, parse
+from pcmkimg.core.reference import InvalidReference, Reference, parse
 
 services = st.builds(
     lambda a, rest: a + "".join(s + b for s, b in rest),

@@ -11,8 +11,8 @@ from typing import Union
 
 import pytest
 
-from pcmkimg import cib
-from pcmkimg import pacemaker as pm
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import cib
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 Answer = Union[tuple[int, str, str], BaseException]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import cib, lease
+from pcmkimg.core import cib, lease
 
 BASE = cib.parse_cib(
     (Path(__file__).resolve().parents[1] / "fixtures" / "cib" / "base.xml").read_bytes()

@@ -1,12 +1,12 @@
-"""Update planning (pcmkimg.plan): plain data in, a plan or one error listing every problem out."""
+"""Update planning (pcmkimg.core.plan): plain data in, a plan or one error listing every problem."""
 
 from __future__ import annotations
 
 import pytest
 
-from pcmkimg import naming
-from pcmkimg import plan as P
-from pcmkimg.reference import parse
+from pcmkimg.core import naming
+from pcmkimg.core import plan as P
+from pcmkimg.core.reference import parse
 
 FLOATING = "cluster.common.tag/mariadb:pcmklatest"
 BUNDLE = P.BundleRef("galera-bundle", "mariadb", FLOATING)

@@ -10,11 +10,12 @@ import io
 import re
 from pathlib import Path
 
-from pcmkimg import execute, images
-from pcmkimg.config import Config
-from pcmkimg.journal import Journal
+from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.config import Config
+from pcmkimg.adapters.journal import Journal
+from pcmkimg.core.reference import parse
 from pcmkimg.progress import PullDisplay
-from pcmkimg.reference import parse
+from pcmkimg.workflows import update as execute
 
 REF = "192.0.2.1:8787/rhosp/mariadb:17.1"
 BLOB1 = "sha256:9f06e648b3b65d484f5f847792f2d66aeecbfc0a407031037698d107806524a9"

@@ -1,4 +1,4 @@
-"""Tests of pcmkimg.reference: the grammar, round trips, errors and fuzzing."""
+"""Tests of pcmkimg.core.reference: the grammar, round trips, errors and fuzzing."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from pcmkimg.errors import PcmkimgError
-from pcmkimg.reference import (
+from pcmkimg.core.reference import (
     NAME_MAX,
     TAG_MAX,
     InvalidReference,
@@ -19,6 +18,7 @@ from pcmkimg.reference import (
     validate_path_component,
     validate_tag,
 )
+from pcmkimg.errors import PcmkimgError
 
 H64 = "f" * 64
 SHA256 = f"sha256:{H64}"

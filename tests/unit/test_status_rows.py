@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import cib, images, lease, naming
-from pcmkimg import status as S
-from pcmkimg.execute import Cluster
-from pcmkimg.plan import UnknownService
+from pcmkimg.adapters import podman as images
+from pcmkimg.core import cib, lease, naming
+from pcmkimg.core.plan import UnknownService
+from pcmkimg.workflows import status as S
+from pcmkimg.workflows.update import Cluster
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 SCHEMA = Path(__file__).resolve().parents[2] / "pcmkimg" / "status_schema.json"

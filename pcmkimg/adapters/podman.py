@@ -1,14 +1,14 @@
 """A node's image store, over the podman API (podman-py): the only door to podman.
 
 :func:`connect` gives a :class:`Store` for one node: a ``unix://`` socket, or an ``ssh://`` URL
-reached through our own tunnel (:mod:`pcmkimg.tunnel`). The store resolves floating names,
+reached through our own tunnel (:mod:`pcmkimg.adapters.tunnel`). The store resolves floating names,
 pulls, moves floating names, prunes and lists containers. Every failure is a typed
 :class:`ImageError` whose message names the node and the reference and carries the fix; the
 normal "that name is not here" of :meth:`Store.resolve` is a :class:`Unresolved` result.
 
 :func:`resolve_local` is the OCF agent's path: the local socket, else the ``podman`` command.
-It lives in :mod:`pcmkimg.localstore` (standard library only, for the agent's monitor) with the
-types and errors it uses; they are re-exported here.
+It lives in :mod:`pcmkimg.adapters.localstore` (standard library only, for the agent's
+monitor) with the types and errors it uses; they are re-exported here.
 
 podman-py is imported inside :func:`connect` only, so that importing this module stays cheap.
 """
@@ -24,10 +24,8 @@ from datetime import datetime, timezone
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
-from pcmkimg import commands as cmd
-from pcmkimg import naming
-from pcmkimg.config import Config
-from pcmkimg.localstore import (
+from pcmkimg.adapters.config import Config
+from pcmkimg.adapters.localstore import (
     ImageError,
     ImageInfo,
     NodeUnreachable,
@@ -42,12 +40,14 @@ from pcmkimg.localstore import (
     resolve_local,
     resolve_with_cli,
 )
-from pcmkimg.reference import InvalidReference, Reference, parse
+from pcmkimg.core import commands as cmd
+from pcmkimg.core import naming
+from pcmkimg.core.reference import InvalidReference, Reference, parse
 
 if TYPE_CHECKING:
     from podman import PodmanClient
 
-    from pcmkimg.tunnel import Tunnel
+    from pcmkimg.adapters.tunnel import Tunnel
 
 HOLD_TAG = "pcmkhold"
 """A short-lived tag that keeps an image named while its only name moves (see retag)."""
@@ -60,7 +60,7 @@ DEFAULT_TIMEOUT = 120.0
 
 # ---------------------------------------------------------------------------------------------
 # Errors: one type per failure kind. ImageError, NodeUnreachable, StoreError and
-# PodmanCommandFailed are in pcmkimg.localstore.
+# PodmanCommandFailed are in pcmkimg.adapters.localstore.
 
 
 class HostKeyRejected(NodeUnreachable):
@@ -100,7 +100,7 @@ class ImageAbsent(ImageError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Results. ImageInfo, Resolved and Unresolved are in pcmkimg.localstore.
+# Results. ImageInfo, Resolved and Unresolved are in pcmkimg.adapters.localstore.
 
 
 Resolution = Union[Resolved, Unresolved]
@@ -840,7 +840,7 @@ def connect(
     """
     from podman import PodmanClient
 
-    from pcmkimg import tunnel as tunnel_mod
+    from pcmkimg.adapters import tunnel as tunnel_mod
 
     config = config or Config()
     tunnel = None

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pcmkimg import cib, images, lease, naming, plan
-from pcmkimg import commands as cmd
+from pcmkimg.adapters import podman as images
+from pcmkimg.core import cib, lease, naming, plan
+from pcmkimg.core import commands as cmd
+from pcmkimg.core.reference import InvalidReference
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.execute import Cluster, Stores, node_facts
-from pcmkimg.reference import InvalidReference
+from pcmkimg.workflows.update import Cluster, Stores, node_facts
 
 SCHEMA_ID = "pcmkimg-status/1"
 

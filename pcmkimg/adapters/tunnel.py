@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from pcmkimg import commands as cmd
+from pcmkimg.core import commands as cmd
 from pcmkimg.errors import PcmkimgError
 
 OPEN_TIMEOUT = 15.0

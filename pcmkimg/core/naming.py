@@ -20,8 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from pcmkimg.errors import PcmkimgError
-from pcmkimg.reference import (
+from pcmkimg.core.reference import (
     InvalidReference,
     Reference,
     parse,
@@ -29,6 +28,7 @@ from pcmkimg.reference import (
     validate_path_component,
     validate_tag,
 )
+from pcmkimg.errors import PcmkimgError
 
 LEGACY_TAG = "pcmklatest"
 """The tag of TripleO's legacy floating names (``REG/NS/IMG:pcmklatest``)."""

@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from pcmkimg.core.naming import InvalidScheme, Scheme
+from pcmkimg.core.reference import InvalidReference, validate_domain
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.naming import InvalidScheme, Scheme
-from pcmkimg.reference import InvalidReference, validate_domain
 
 DEFAULT_PATH = Path("/etc/pcmkimg/pcmkimg.conf")
 """Where the configuration file is read from unless told otherwise."""
@@ -174,7 +174,7 @@ def parse(text: str, path: Path | None = None) -> Config:
         raise ConfigError(
             f"malformed configuration file {where}: {' '.join(str(err).split())}",
             fix="write INI sections [nodes], [scheme], [registries], [ssh] with 'key = value' "
-            "lines (see the pcmkimg.config documentation)",
+            "lines (see the pcmkimg.adapters.config documentation)",
         ) from err
     unknown = [s for s in parser.sections() if s not in _SECTIONS]
     if unknown:
@@ -209,7 +209,7 @@ def _nodes(items: dict[str, str], where: str) -> dict[str, str]:
 
 def _ssh_url_ok(url: str) -> bool:
     """Whether the tunnel accepts ``url``: the same check at load time as at run time."""
-    from pcmkimg import tunnel  # here: only a file with ssh:// nodes pays for the import
+    from pcmkimg.adapters import tunnel
 
     try:
         tunnel.parse_url(url)

@@ -7,7 +7,7 @@ a test node; empty in production) and an optional ``cib_file`` for offline work 
 (passed as ``CIB_file``; operations that need a live cluster refuse it).
 
 The operations are plain functions of a runner. They parse what the tools print with the pure
-model in :mod:`pcmkimg.cib` and apply its :class:`~pcmkimg.cib.CibChange` patches with
+model in :mod:`pcmkimg.core.cib` and apply its :class:`~pcmkimg.core.cib.CibChange` patches with
 ``cibadmin --patch``, which Pacemaker applies only to a CIB of exactly the patch's source
 version: a CIB that changed in between is refused (:class:`CibChangedError`).
 
@@ -31,8 +31,8 @@ from typing import Optional
 
 from lxml import etree
 
-from pcmkimg import cib
-from pcmkimg import commands as cmd
+from pcmkimg.core import cib
+from pcmkimg.core import commands as cmd
 from pcmkimg.errors import PcmkimgError
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,8 @@ every operator sees it), e.g. ``host=ctl0;pid=4242;token=9f..;expires=2026-05-01
 Taking it is a compare-and-swap: read the CIB, decide, and write with ``cibadmin --patch``,
 whose source version is the version we read. Pacemaker applies a patch only to a CIB of exactly
 that version, so of two processes that read the same CIB only the first write lands; the other
-gets :class:`~pcmkimg.pacemaker.CibChangedError`, reads again, and now sees the winner's lease.
+gets :class:`~pcmkimg.adapters.pacemaker.CibChangedError`, reads again, and now sees the
+winner's lease.
 
 A lease is stale, and may be taken over, once it expired (by the reader's clock: keep the
 nodes' clocks in sync) or when its holder ran on this host and its pid is gone. A holder that
@@ -25,10 +26,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from pcmkimg import cib
-from pcmkimg import commands as cmd
+from pcmkimg.adapters.pacemaker import Runner, query_cib, signals_held, sigterm_raises, update_cib
+from pcmkimg.core import cib
+from pcmkimg.core import commands as cmd
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.pacemaker import Runner, query_cib, signals_held, sigterm_raises, update_cib
 
 PROPERTY = "pcmkimg-lease"
 log = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pcmkimg import naming
+from pcmkimg.core import naming
+from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError, UsageError
-from pcmkimg.reference import Reference
 
 
 class UnknownService(UsageError):

@@ -14,11 +14,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pcmkimg import cib, images, lease, naming, pacemaker
-from pcmkimg import commands as cmd
+from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters import podman as images
+from pcmkimg.core import cib, lease, naming
+from pcmkimg.core import commands as cmd
+from pcmkimg.core.reference import InvalidReference
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.execute import Cluster, NodesUnreachable, PreflightFailed, Say, Stores, node_facts
-from pcmkimg.reference import InvalidReference
+from pcmkimg.workflows.update import (
+    Cluster,
+    NodesUnreachable,
+    PreflightFailed,
+    Say,
+    Stores,
+    node_facts,
+)
 
 
 class MigrationIncomplete(PcmkimgError):
@@ -63,7 +72,7 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
     if not matches:
         raise _unknown(wanted, cluster)
     if len(matches) > 1:
-        from pcmkimg.plan import UnknownService
+        from pcmkimg.core.plan import UnknownService
 
         raise UnknownService(
             f"{wanted!r} matches several bundles: {', '.join(b.id for b, _ in matches)}",
@@ -90,7 +99,7 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
 
 
 def _unknown(wanted: str, cluster: Cluster) -> PcmkimgError:
-    from pcmkimg.plan import UnknownService
+    from pcmkimg.core.plan import UnknownService
 
     ids = ", ".join(b.id for b in cib.bundles(cluster.config)) or "none"
     return UnknownService(f"no bundle {wanted!r}", f"bundles: {ids}")

@@ -13,12 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from pcmkimg import cib, images, lease, naming, pacemaker, plan
-from pcmkimg import commands as cmd
-from pcmkimg.config import Config
+from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.config import Config
+from pcmkimg.adapters.journal import Journal
+from pcmkimg.core import cib, lease, naming, plan
+from pcmkimg.core import commands as cmd
+from pcmkimg.core.reference import Reference, parse
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.journal import Journal
-from pcmkimg.reference import Reference, parse
 
 Say = Callable[[str], None]
 
@@ -583,7 +585,7 @@ class Updater:
     ) -> images.Retagged | None:
         """The retag of an earlier run that moved the floating name on ``node`` to
         ``target_id``, from the journal: what to undo exactly on a re-run."""
-        from pcmkimg import journal
+        from pcmkimg.adapters import journal
 
         found = None
         try:

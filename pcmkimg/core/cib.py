@@ -33,7 +33,7 @@ from typing import NamedTuple, Union
 
 from lxml import etree
 
-from pcmkimg import commands as cmd
+from pcmkimg.core import commands as cmd
 from pcmkimg.errors import PcmkimgError
 
 Element = etree._Element

@@ -6,7 +6,7 @@ through the podman API socket (a plain HTTP/1.0 request) or, when the socket doe
 the ``podman`` command, and imports nothing of pcmkimg but its error base: no podman-py, no
 configuration, no reference parser. It reads, with one exception: :func:`tag_local` gives a
 vanished floating name back to an image (the guard's heal), the same two ways.
-:mod:`pcmkimg.images` re-exports the reading part; use it from there everywhere else.
+:mod:`pcmkimg.adapters.podman` re-exports the reading part; use it from there everywhere else.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 LOCAL_URL = "unix:///run/podman/podman.sock"
-"""The podman API socket of the local node (the same as :data:`pcmkimg.config.LOCAL_URL`)."""
+"""The podman API socket of the local node (as :data:`pcmkimg.adapters.config.LOCAL_URL`)."""
 
 _URL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/:@")
 """What ``urllib.parse.quote(name, safe="/:@")`` leaves as it is."""
 
 
 # ---------------------------------------------------------------------------------------------
-# Errors: the ones raised here. The other kinds are in pcmkimg.images.
+# Errors: the ones raised here. The other kinds are in pcmkimg.adapters.podman.
 
 
 class ImageError(PcmkimgError):
