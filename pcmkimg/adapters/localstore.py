@@ -13,18 +13,27 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from collections.abc import Sequence
 
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.core.images import (
+    ImageError,
+    ImageInfo,
+    NodeUnreachable,
+    PodmanCommandFailed,
+    Resolved,
+    StoreError,
+    Unresolved,
+    image_info,
+    parse_created,
+)
 
 # typing is not imported at run time: it would cost every monitor a few milliseconds.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from typing import Any, Callable, TypeVar, Union
+    from typing import Callable, TypeVar
+
+    from pcmkimg.core.images import Resolution
 
     T = TypeVar("T")
 
@@ -33,146 +42,6 @@ LOCAL_URL = "unix:///run/podman/podman.sock"
 
 _URL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/:@")
 """What ``urllib.parse.quote(name, safe="/:@")`` leaves as it is."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors: the ones raised here. The other kinds are in pcmkimg.adapters.podman.
-
-
-class ImageError(PcmkimgError):
-    """A podman image operation on a node failed. ``node`` and ``ref`` say where and what."""
-
-    def __init__(self, message: str, fix: str = "", *, node: str, ref: object = None) -> None:
-        self.node = node
-        self.ref = None if ref is None else str(ref)
-        self.detail = message
-        """The message without the node and the reference."""
-        about = f" ({self.ref})" if self.ref is not None else ""
-        super().__init__(f"node {node}{about}: {message}", fix)
-
-
-class NodeUnreachable(ImageError):
-    """The node's podman API service cannot be reached."""
-
-
-class StoreError(ImageError):
-    """The podman service refused a store operation (tag, untag, remove)."""
-
-
-class PodmanCommandFailed(ImageError):
-    """The ``podman`` command (the local fallback) failed."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Results.
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-    """One image of a store, as podman inspects it."""
-
-    id: str
-    """64 hex digits, no ``sha256:``."""
-    digest: str | None
-    repo_digests: tuple[str, ...]
-    names: tuple[str, ...]
-    """Every name (RepoTags) the image holds now."""
-    names_history: tuple[str, ...] = ()
-    """Every name the image has held, newest first (podman's NamesHistory)."""
-    created: datetime | None = None
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A name found in a node's store, and the image it names."""
-
-    node: str
-    name: str
-    image: ImageInfo
-
-    @property
-    def id(self) -> str:
-        return self.image.id
-
-    @property
-    def image_id(self) -> str:
-        """The same as :attr:`id`."""
-        return self.image.id
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every name of the image, the resolved one included."""
-        return self.image.names
-
-    @property
-    def digest(self) -> str | None:
-        return self.image.digest
-
-    @property
-    def repo_digests(self) -> tuple[str, ...]:
-        return self.image.repo_digests
-
-    @property
-    def created(self) -> datetime | None:
-        return self.image.created
-
-    @property
-    def other_names(self) -> tuple[str, ...]:
-        """The image's names other than the one resolved: its real names."""
-        return tuple(n for n in self.image.names if n != self.name)
-
-
-@dataclass(frozen=True)
-class Unresolved:
-    """A name that is not in a node's store (the normal "not here" answer)."""
-
-    node: str
-    name: str
-    reason: str = "no image has this name"
-
-
-if TYPE_CHECKING:
-    Resolution = Union[Resolved, Unresolved]
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading podman's answers.
-
-
-_CREATED = re.compile(
-    r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?"
-    r"\s*(?P<tz>Z|[+-]\d\d:?\d\d)?(?:\s+[A-Z]+)?"
-)
-
-
-def parse_created(value: object) -> datetime | None:
-    """An image's creation time from podman (RFC 3339 with nanoseconds, or Unix seconds)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, timezone.utc)
-    if not isinstance(value, str):
-        return None
-    found = _CREATED.fullmatch(value.strip())
-    if not found:
-        return None
-    frac = (found["frac"] or "0")[:6].ljust(6, "0")
-    tz = found["tz"] or "Z"
-    tz = "+00:00" if tz == "Z" else tz if ":" in tz else f"{tz[:3]}:{tz[3:]}"
-    return datetime.fromisoformat(f"{found['date']}T{found['time']}.{frac}{tz}")
-
-
-def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
-    """An ImageInfo from podman's image inspect data (API or ``podman image inspect``)."""
-    image_id = str(attrs.get("Id") or attrs.get("ID") or "")
-    if image_id.startswith("sha256:"):
-        image_id = image_id[len("sha256:") :]
-    return ImageInfo(
-        id=image_id,
-        digest=attrs.get("Digest") or None,
-        repo_digests=tuple(attrs.get("RepoDigests") or ()),
-        names=tuple(attrs.get("RepoTags") or ()),
-        names_history=tuple(attrs.get("NamesHistory") or ()),
-        created=parse_created(attrs.get("Created")),
-    )
 
 
 def _unreachable_fix(url: str) -> str:

@@ -18,36 +18,59 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import datetime, timezone
-from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.localstore import (
-    ImageError,
-    ImageInfo,
-    NodeUnreachable,
-    PodmanCommandFailed,
-    Resolved,
-    StoreError,
-    Unresolved,
     _unreachable_fix,
-    image_info,
     inspect_over_socket,
-    parse_created,
     resolve_local,
     resolve_with_cli,
 )
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming
+from pcmkimg.core.images import (
+    _FIXES,
+    AuthError,
+    Container,
+    DigestMismatch,
+    HostKeyRejected,
+    ImageAbsent,
+    ImageError,
+    ImageInfo,
+    ImageNotFound,
+    InvalidName,
+    NodeUnreachable,
+    PodmanCommandFailed,
+    Pruned,
+    Pulled,
+    PullFailed,
+    PullProgress,
+    RegistryUnreachable,
+    Resolved,
+    Retagged,
+    StoreError,
+    TLSError,
+    Unresolved,
+    _repository,
+    backoff_delays,
+    classify_pull_error,
+    downtime,
+    has_digest,
+    image_info,
+    parse_created,
+)
 from pcmkimg.core.reference import InvalidReference, Reference, parse
 
 if TYPE_CHECKING:
     from podman import PodmanClient
 
     from pcmkimg.adapters.tunnel import Tunnel
+
+Resolution = Union[Resolved, Unresolved]
 
 HOLD_TAG = "pcmkhold"
 """A short-lived tag that keeps an image named while its only name moves (see retag)."""
@@ -56,234 +79,6 @@ _IMAGE_ID = re.compile(r"[0-9a-f]{64}")
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds to wait for one answer (or one line of a pull's progress) from a podman service."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors: one type per failure kind. ImageError, NodeUnreachable, StoreError and
-# PodmanCommandFailed are in pcmkimg.adapters.localstore.
-
-
-class HostKeyRejected(NodeUnreachable):
-    """ssh refused the node's host key: it is unknown or it changed."""
-
-
-class RegistryUnreachable(ImageError):
-    """The registry did not answer, or answered with a server error (5xx). Transient."""
-
-
-class TLSError(ImageError):
-    """The TLS connection to the registry failed (certificate, or a plain-HTTP registry)."""
-
-
-class AuthError(ImageError):
-    """The registry refused the credentials, or asked for some."""
-
-
-class ImageNotFound(ImageError):
-    """The registry has no such repository or tag (or digest)."""
-
-
-class InvalidName(ImageError):
-    """A name given to the store is not a valid reference, or not one usable here."""
-
-
-class DigestMismatch(ImageError):
-    """The image has another digest than the one expected."""
-
-
-class PullFailed(ImageError):
-    """A pull failed for a reason not classified above."""
-
-
-class ImageAbsent(ImageError):
-    """A name that must be in the node's store is not there."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Results. ImageInfo, Resolved and Unresolved are in pcmkimg.adapters.localstore.
-
-
-Resolution = Union[Resolved, Unresolved]
-
-
-@dataclass(frozen=True)
-class PullProgress:
-    """One progress report of :meth:`Store.pull`."""
-
-    node: str
-    ref: str
-    kind: Literal["cached", "status", "retry", "done"]
-    text: str
-    attempt: int = 1
-
-
-@dataclass(frozen=True)
-class Pulled:
-    """The outcome of a pull: what the reference now names, and how it got there."""
-
-    resolved: Resolved
-    cached: bool
-    """True when the exact digest was already in the store and the network was not used."""
-    attempts: int
-
-
-@dataclass(frozen=True)
-class Retagged:
-    """What :meth:`Store.retag` changed, and what :meth:`Store.restore` needs to undo it."""
-
-    node: str
-    floating: str
-    old_id: str | None
-    new_id: str
-    moved: bool
-    rollback: str | None = None
-    """The rollback name, when it now names the old image."""
-    released_id: str | None = None
-    """An older image that lost its last name (the rollback name) and is now dangling."""
-    rollback_name: str | None = None
-    """The rollback name, moved or not."""
-    rollback_before: str | None = None
-    """The image ID the rollback name named before the retag (None: it named none)."""
-
-
-@dataclass(frozen=True)
-class Pruned:
-    """What :meth:`Store.prune` removed and why it left the others."""
-
-    node: str
-    service: str
-    removed: tuple[str, ...]
-    kept: tuple[str, ...]
-    protected: tuple[str, ...]
-    """Images that hold the floating or rollback name, or that a container uses."""
-
-
-@dataclass(frozen=True)
-class Container:
-    """A container of a node and the image it runs."""
-
-    name: str
-    id: str
-    image: str
-    image_id: str
-    state: str
-
-
-# ---------------------------------------------------------------------------------------------
-# Pure helpers (unit-tested with plain data).
-
-_TRANSIENT_WORDS = (
-    "connection refused",
-    "connection reset",
-    "no route to host",
-    "network is unreachable",
-    "i/o timeout",
-    "handshake timeout",
-    "deadline exceeded",
-    "timed out",
-    "timeout",
-    "no such host",
-    "temporary failure in name resolution",
-    "unexpected eof",
-    ": eof",
-    "too many requests",
-    "toomanyrequests",
-)
-_TLS_WORDS = (
-    "x509:",
-    "certificate",
-    "tls:",
-    "server gave http response to https client",
-    "first record does not look like a tls handshake",
-)
-_AUTH_WORDS = (
-    "unauthorized",
-    "authentication required",
-    "access to the resource is denied",
-    "denied:",
-    "invalid username/password",
-    "401",
-    "403",
-)
-_NOT_FOUND_WORDS = ("manifest unknown", "name unknown", "not found", "404", "no such image")
-_NAME_WORDS = (
-    "repository name must",
-    "invalid reference format",
-    "invalid reference",
-    "invalid tag",
-    "parsing reference",
-)
-_SERVER_ERROR = re.compile(r"\b5[0-9][0-9]\b")
-_TLS_FIX = (
-    "give the registry a certificate the node trusts (/etc/containers/certs.d/HOST:PORT/ca.crt), "
-    "or, for a plain-HTTP registry, write 'HOST:PORT = tls_verify=false' in the [registries] "
-    "section of pcmkimg.conf"
-)
-_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
-    {
-        RegistryUnreachable: "check that the registry runs and that the node can reach it, "
-        "then run the command again",
-        TLSError: _TLS_FIX,
-        AuthError: f"log in on the node ({cmd.shown(cmd.podman_login())}) or check the "
-        "credentials; a repository that does not exist may also be reported as denied",
-        ImageNotFound: "check the repository and tag in the registry "
-        f"({cmd.shown(cmd.skopeo_list_tags())})",
-        InvalidName: "give a valid reference such as registry.example.com:8787/ns/image:tag",
-        PullFailed: f"read the podman message above; run {cmd.quoted(cmd.podman_pull())} on the "
-        "node to see more",
-    }
-)
-
-
-def classify_pull_error(text: str) -> type[ImageError]:
-    """The error type for a pull failure message of podman.
-
-    Only :class:`RegistryUnreachable` is transient (worth a retry).
-    """
-    low = text.lower()
-    if any(w in low for w in _NAME_WORDS):
-        return InvalidName
-    if "handshake timeout" not in low and any(w in low for w in _TLS_WORDS):
-        return TLSError
-    if any(w in low for w in _TRANSIENT_WORDS) or _SERVER_ERROR.search(low):
-        if "status: 401" not in low and "status: 403" not in low:
-            return RegistryUnreachable
-    if any(w in low for w in _AUTH_WORDS):
-        return AuthError
-    if any(w in low for w in _NOT_FOUND_WORDS):
-        return ImageNotFound
-    return PullFailed
-
-
-def backoff_delays(retries: int, base: float = 1.0, cap: float = 30.0) -> list[float]:
-    """The waits before each retry: ``base``, twice that, ... never more than ``cap``."""
-    return [min(cap, base * 2**i) for i in range(max(0, retries))]
-
-
-def has_digest(image: ImageInfo, name: str, digest: str) -> bool:
-    """Whether ``image`` is the manifest ``digest`` of repository ``name``."""
-    return f"{name}@{digest}" in image.repo_digests
-
-
-def downtime(events: Sequence[tuple[float, str]], since: float) -> float | None:
-    """Seconds a container was down in ``events`` ((epoch time, action), podman's container
-    events of one name): from the first death at or after ``since`` to the next start. None
-    when the events do not show both."""
-    ordered = sorted(e for e in events if e[0] >= since)
-    died = next((t for t, action in ordered if action == "died"), None)
-    if died is None:
-        died = next((t for t, action in ordered if action == "stop"), None)
-    if died is None:
-        return None
-    started = next((t for t, action in ordered if action == "start" and t >= died), None)
-    return None if started is None else round(started - died, 3)
-
-
-def _repository(name: str) -> str | None:
-    try:
-        return parse(name).name
-    except InvalidReference:
-        return None
 
 
 # ---------------------------------------------------------------------------------------------

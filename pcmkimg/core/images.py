@@ -1,0 +1,388 @@
+"""What the node image stores hold and how their failures are told apart: pure.
+
+The types the two store adapters share (:mod:`pcmkimg.adapters.localstore` for the agent,
+:mod:`pcmkimg.adapters.podman` for the command), the error kinds with their fixes, and the
+rules on plain data: which pull failures are transient, the backoff, digests, downtime.
+Standard library only, and no typing at run time: the agent's monitor imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from types import MappingProxyType
+
+from pcmkimg.core import commands as cmd
+from pcmkimg.errors import PcmkimgError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal, Union
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: one type per failure kind.
+
+
+class ImageError(PcmkimgError):
+    """A podman image operation on a node failed. ``node`` and ``ref`` say where and what."""
+
+    def __init__(self, message: str, fix: str = "", *, node: str, ref: object = None) -> None:
+        self.node = node
+        self.ref = None if ref is None else str(ref)
+        self.detail = message
+        """The message without the node and the reference."""
+        about = f" ({self.ref})" if self.ref is not None else ""
+        super().__init__(f"node {node}{about}: {message}", fix)
+
+
+class NodeUnreachable(ImageError):
+    """The node's podman API service cannot be reached."""
+
+
+class StoreError(ImageError):
+    """The podman service refused a store operation (tag, untag, remove)."""
+
+
+class PodmanCommandFailed(ImageError):
+    """The ``podman`` command (the local fallback) failed."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Results.
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """One image of a store, as podman inspects it."""
+
+    id: str
+    """64 hex digits, no ``sha256:``."""
+    digest: str | None
+    repo_digests: tuple[str, ...]
+    names: tuple[str, ...]
+    """Every name (RepoTags) the image holds now."""
+    names_history: tuple[str, ...] = ()
+    """Every name the image has held, newest first (podman's NamesHistory)."""
+    created: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A name found in a node's store, and the image it names."""
+
+    node: str
+    name: str
+    image: ImageInfo
+
+    @property
+    def id(self) -> str:
+        return self.image.id
+
+    @property
+    def image_id(self) -> str:
+        """The same as :attr:`id`."""
+        return self.image.id
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name of the image, the resolved one included."""
+        return self.image.names
+
+    @property
+    def digest(self) -> str | None:
+        return self.image.digest
+
+    @property
+    def repo_digests(self) -> tuple[str, ...]:
+        return self.image.repo_digests
+
+    @property
+    def created(self) -> datetime | None:
+        return self.image.created
+
+    @property
+    def other_names(self) -> tuple[str, ...]:
+        """The image's names other than the one resolved: its real names."""
+        return tuple(n for n in self.image.names if n != self.name)
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A name that is not in a node's store (the normal "not here" answer)."""
+
+    node: str
+    name: str
+    reason: str = "no image has this name"
+
+
+if TYPE_CHECKING:
+    Resolution = Union[Resolved, Unresolved]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading podman's answers.
+
+
+_CREATED = re.compile(
+    r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?"
+    r"\s*(?P<tz>Z|[+-]\d\d:?\d\d)?(?:\s+[A-Z]+)?"
+)
+
+
+def parse_created(value: object) -> datetime | None:
+    """An image's creation time from podman (RFC 3339 with nanoseconds, or Unix seconds)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, timezone.utc)
+    if not isinstance(value, str):
+        return None
+    found = _CREATED.fullmatch(value.strip())
+    if not found:
+        return None
+    frac = (found["frac"] or "0")[:6].ljust(6, "0")
+    tz = found["tz"] or "Z"
+    tz = "+00:00" if tz == "Z" else tz if ":" in tz else f"{tz[:3]}:{tz[3:]}"
+    return datetime.fromisoformat(f"{found['date']}T{found['time']}.{frac}{tz}")
+
+
+def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
+    """An ImageInfo from podman's image inspect data (API or ``podman image inspect``)."""
+    image_id = str(attrs.get("Id") or attrs.get("ID") or "")
+    if image_id.startswith("sha256:"):
+        image_id = image_id[len("sha256:") :]
+    return ImageInfo(
+        id=image_id,
+        digest=attrs.get("Digest") or None,
+        repo_digests=tuple(attrs.get("RepoDigests") or ()),
+        names=tuple(attrs.get("RepoTags") or ()),
+        names_history=tuple(attrs.get("NamesHistory") or ()),
+        created=parse_created(attrs.get("Created")),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# More errors.
+
+
+class HostKeyRejected(NodeUnreachable):
+    """ssh refused the node's host key: it is unknown or it changed."""
+
+
+class RegistryUnreachable(ImageError):
+    """The registry did not answer, or answered with a server error (5xx). Transient."""
+
+
+class TLSError(ImageError):
+    """The TLS connection to the registry failed (certificate, or a plain-HTTP registry)."""
+
+
+class AuthError(ImageError):
+    """The registry refused the credentials, or asked for some."""
+
+
+class ImageNotFound(ImageError):
+    """The registry has no such repository or tag (or digest)."""
+
+
+class InvalidName(ImageError):
+    """A name given to the store is not a valid reference, or not one usable here."""
+
+
+class DigestMismatch(ImageError):
+    """The image has another digest than the one expected."""
+
+
+class PullFailed(ImageError):
+    """A pull failed for a reason not classified above."""
+
+
+class ImageAbsent(ImageError):
+    """A name that must be in the node's store is not there."""
+
+
+# ---------------------------------------------------------------------------------------------
+# More results.
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    """One progress report of :meth:`Store.pull`."""
+
+    node: str
+    ref: str
+    kind: Literal["cached", "status", "retry", "done"]
+    text: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """The outcome of a pull: what the reference now names, and how it got there."""
+
+    resolved: Resolved
+    cached: bool
+    """True when the exact digest was already in the store and the network was not used."""
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Retagged:
+    """What :meth:`Store.retag` changed, and what :meth:`Store.restore` needs to undo it."""
+
+    node: str
+    floating: str
+    old_id: str | None
+    new_id: str
+    moved: bool
+    rollback: str | None = None
+    """The rollback name, when it now names the old image."""
+    released_id: str | None = None
+    """An older image that lost its last name (the rollback name) and is now dangling."""
+    rollback_name: str | None = None
+    """The rollback name, moved or not."""
+    rollback_before: str | None = None
+    """The image ID the rollback name named before the retag (None: it named none)."""
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What :meth:`Store.prune` removed and why it left the others."""
+
+    node: str
+    service: str
+    removed: tuple[str, ...]
+    kept: tuple[str, ...]
+    protected: tuple[str, ...]
+    """Images that hold the floating or rollback name, or that a container uses."""
+
+
+@dataclass(frozen=True)
+class Container:
+    """A container of a node and the image it runs."""
+
+    name: str
+    id: str
+    image: str
+    image_id: str
+    state: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers (unit-tested with plain data).
+
+_TRANSIENT_WORDS = (
+    "connection refused",
+    "connection reset",
+    "no route to host",
+    "network is unreachable",
+    "i/o timeout",
+    "handshake timeout",
+    "deadline exceeded",
+    "timed out",
+    "timeout",
+    "no such host",
+    "temporary failure in name resolution",
+    "unexpected eof",
+    ": eof",
+    "too many requests",
+    "toomanyrequests",
+)
+_TLS_WORDS = (
+    "x509:",
+    "certificate",
+    "tls:",
+    "server gave http response to https client",
+    "first record does not look like a tls handshake",
+)
+_AUTH_WORDS = (
+    "unauthorized",
+    "authentication required",
+    "access to the resource is denied",
+    "denied:",
+    "invalid username/password",
+    "401",
+    "403",
+)
+_NOT_FOUND_WORDS = ("manifest unknown", "name unknown", "not found", "404", "no such image")
+_NAME_WORDS = (
+    "repository name must",
+    "invalid reference format",
+    "invalid reference",
+    "invalid tag",
+    "parsing reference",
+)
+_SERVER_ERROR = re.compile(r"\b5[0-9][0-9]\b")
+_TLS_FIX = (
+    "give the registry a certificate the node trusts (/etc/containers/certs.d/HOST:PORT/ca.crt), "
+    "or, for a plain-HTTP registry, write 'HOST:PORT = tls_verify=false' in the [registries] "
+    "section of pcmkimg.conf"
+)
+_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
+    {
+        RegistryUnreachable: "check that the registry runs and that the node can reach it, "
+        "then run the command again",
+        TLSError: _TLS_FIX,
+        AuthError: f"log in on the node ({cmd.shown(cmd.podman_login())}) or check the "
+        "credentials; a repository that does not exist may also be reported as denied",
+        ImageNotFound: "check the repository and tag in the registry "
+        f"({cmd.shown(cmd.skopeo_list_tags())})",
+        InvalidName: "give a valid reference such as registry.example.com:8787/ns/image:tag",
+        PullFailed: f"read the podman message above; run {cmd.quoted(cmd.podman_pull())} on the "
+        "node to see more",
+    }
+)
+
+
+def classify_pull_error(text: str) -> type[ImageError]:
+    """The error type for a pull failure message of podman.
+
+    Only :class:`RegistryUnreachable` is transient (worth a retry).
+    """
+    low = text.lower()
+    if any(w in low for w in _NAME_WORDS):
+        return InvalidName
+    if "handshake timeout" not in low and any(w in low for w in _TLS_WORDS):
+        return TLSError
+    if any(w in low for w in _TRANSIENT_WORDS) or _SERVER_ERROR.search(low):
+        if "status: 401" not in low and "status: 403" not in low:
+            return RegistryUnreachable
+    if any(w in low for w in _AUTH_WORDS):
+        return AuthError
+    if any(w in low for w in _NOT_FOUND_WORDS):
+        return ImageNotFound
+    return PullFailed
+
+
+def backoff_delays(retries: int, base: float = 1.0, cap: float = 30.0) -> list[float]:
+    """The waits before each retry: ``base``, twice that, ... never more than ``cap``."""
+    return [min(cap, base * 2**i) for i in range(max(0, retries))]
+
+
+def has_digest(image: ImageInfo, name: str, digest: str) -> bool:
+    """Whether ``image`` is the manifest ``digest`` of repository ``name``."""
+    return f"{name}@{digest}" in image.repo_digests
+
+
+def downtime(events: Sequence[tuple[float, str]], since: float) -> float | None:
+    """Seconds a container was down in ``events`` ((epoch time, action), podman's container
+    events of one name): from the first death at or after ``since`` to the next start. None
+    when the events do not show both."""
+    ordered = sorted(e for e in events if e[0] >= since)
+    died = next((t for t, action in ordered if action == "died"), None)
+    if died is None:
+        died = next((t for t, action in ordered if action == "stop"), None)
+    if died is None:
+        return None
+    started = next((t for t, action in ordered if action == "start" and t >= died), None)
+    return None if started is None else round(started - died, 3)
+
+
+def _repository(name: str) -> str | None:
+    from pcmkimg.core.reference import InvalidReference, parse
+
+    try:
+        return parse(name).name
+    except InvalidReference:
+        return None
