@@ -1,0 +1,148 @@
+"""A pure model of the Pacemaker CIB and of ``crm_mon --output-as=xml``.
+
+Everything here works on lxml elements: no subprocess, no file I/O. Callers read the XML
+(``cibadmin -Q``, ``crm_mon --output-as=xml``) and hand the bytes to :func:`parse_cib` or
+:func:`parse_crm_mon`.
+
+Edits never touch their input. Each returns a :class:`CibChange` that holds the edited CIB
+(``epoch`` bumped) and a format-2 patchset whose source version is the original's
+``(admin_epoch, epoch, num_updates)``. ``cibadmin --patch --xml-file PATCH`` applies it as ONE
+atomic change, and Pacemaker refuses it (``Update was older than existing configuration``,
+rc 103) when the live CIB's version is not exactly the source version: whatever changed in
+between, the caller re-reads and retries. ``cibadmin --replace --xml-file CIB`` with
+``new_cib`` is the weaker alternative: Pacemaker refuses it only when the live version is
+newer than ours, so a concurrent change that landed at the same epoch would be lost.
+
+The guard (see ``design.md``): a clone ``<bundle>-guard-clone`` of the primitive
+``<bundle>-guard`` (``ocf:pcmkimg:floating-image``, ``image=<floating name>``), the order
+``<bundle>-guard-order`` (start guard clone, then start bundle, Mandatory), the colocation
+``<bundle>-guard-colocation`` (bundle with guard clone, INFINITY), ``interleave=true`` on the
+clone and on the bundle. The bundle's ``interleave`` value from before the guard is recorded
+in the clone's meta attribute ``pcmkimg-bundle-interleave`` (``unset`` when there was none),
+so :func:`remove_guard` puts back exactly what was there; a guard without that record (made by
+hand) leaves the bundle's ``interleave`` as it is.
+"""
+
+from __future__ import annotations
+
+from pcmkimg.core.cib.edit import (
+    GUARD_OPS,
+    add_guard,
+    clear_cli_constraints,
+    delete_cluster_property,
+    guard_pcs_commands,
+    remove_guard,
+    set_bundle_image,
+    set_bundle_meta,
+    set_cluster_property,
+)
+from pcmkimg.core.cib.patch import (
+    CibChange,
+    make_change,
+    patch_changes,
+    patchset,
+)
+from pcmkimg.core.cib.read import (
+    GUARD_AGENT,
+    GUARD_RECORD,
+    GUARD_RECORD_UNSET,
+    RUNTIMES,
+    Bundle,
+    BundleNotFoundError,
+    CliConstraint,
+    ColocationConstraint,
+    Guard,
+    GuardConflictError,
+    Node,
+    OrderConstraint,
+    Primitive,
+    banned_nodes,
+    bundle,
+    bundles,
+    cli_constraints,
+    cluster_properties,
+    colocation_constraints,
+    guard_ids,
+    nodes,
+    order_constraints,
+    rsc_defaults,
+)
+from pcmkimg.core.cib.status import (
+    DEGRADED_EXITCODES,
+    ClusterStatus,
+    Failure,
+    NodeStatus,
+    ReplicaStatus,
+    clone_instances,
+    cluster_status,
+)
+from pcmkimg.core.cib.xml import (
+    CibParseError,
+    CibStructureError,
+    CibVersion,
+    Element,
+    XmlInput,
+    bump_epoch,
+    cib_version,
+    parse_cib,
+    parse_crm_mon,
+    parse_xml,
+    to_xml,
+)
+
+__all__ = [
+    "Bundle",
+    "BundleNotFoundError",
+    "CibChange",
+    "CibParseError",
+    "CibStructureError",
+    "CibVersion",
+    "CliConstraint",
+    "ClusterStatus",
+    "ColocationConstraint",
+    "DEGRADED_EXITCODES",
+    "Element",
+    "Failure",
+    "GUARD_AGENT",
+    "GUARD_OPS",
+    "GUARD_RECORD",
+    "GUARD_RECORD_UNSET",
+    "Guard",
+    "GuardConflictError",
+    "Node",
+    "NodeStatus",
+    "OrderConstraint",
+    "Primitive",
+    "RUNTIMES",
+    "ReplicaStatus",
+    "XmlInput",
+    "add_guard",
+    "banned_nodes",
+    "bump_epoch",
+    "bundle",
+    "bundles",
+    "cib_version",
+    "clear_cli_constraints",
+    "cli_constraints",
+    "clone_instances",
+    "cluster_properties",
+    "cluster_status",
+    "colocation_constraints",
+    "delete_cluster_property",
+    "guard_ids",
+    "guard_pcs_commands",
+    "make_change",
+    "nodes",
+    "order_constraints",
+    "parse_cib",
+    "parse_crm_mon",
+    "parse_xml",
+    "patch_changes",
+    "patchset",
+    "remove_guard",
+    "rsc_defaults",
+    "set_bundle_image",
+    "set_bundle_meta",
+    "set_cluster_property",
+    "to_xml",
+]

@@ -1,0 +1,403 @@
+"""Readers of the configuration section: bundles, guards, nodes, constraints, properties."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from pcmkimg.core import commands as cmd
+from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element, _int, _truthy
+from pcmkimg.errors import PcmkimgError
+
+GUARD_AGENT = ("ocf", "pcmkimg", "floating-image")
+GUARD_RECORD = "pcmkimg-bundle-interleave"
+GUARD_RECORD_UNSET = "unset"
+RUNTIMES = ("podman", "docker", "rkt")
+
+
+class BundleNotFoundError(PcmkimgError):
+    """No bundle with the given id in the CIB."""
+
+
+class GuardConflictError(PcmkimgError):
+    """An id the guard needs is taken by something that is not the guard."""
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _nvpairs(parent: Element | None, set_tag: str) -> dict[str, str]:
+    """name -> value of the nvpairs in the ``set_tag`` children of ``parent`` (first wins)."""
+    result: dict[str, str] = {}
+    if parent is None:
+        return result
+    for nvset in parent.findall(set_tag):
+        for nv in nvset.findall("nvpair"):
+            name = nv.get("name")
+            if name is not None and name not in result:
+                result[name] = nv.get("value", "")
+    return result
+
+
+def _config_elements(cib: Element) -> Iterator[Element]:
+    """Elements of the configuration section (status reuses resource ids: never search it)."""
+    config = cib.find("configuration")
+    if config is None:
+        raise CibStructureError("CIB has no <configuration>", _FIX_CIB)
+    return (el for el in config.iter() if isinstance(el.tag, str))
+
+
+def _by_id(cib: Element, element_id: str) -> Element | None:
+    for el in _config_elements(cib):
+        if isinstance(el.tag, str) and el.get("id") == element_id:
+            return el
+    return None
+
+
+def _section(cib: Element, name: str) -> Element:
+    config = cib.find("configuration")
+    if config is None:
+        raise CibStructureError("CIB has no <configuration>", _FIX_CIB)
+    section = config.find(name)
+    if section is None:
+        section = etree.SubElement(config, name)
+    return section
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class Primitive:
+    id: str
+    rclass: str
+    provider: str
+    type: str
+
+    @property
+    def agent(self) -> str:
+        """``class:provider:type`` (``class:type`` without provider)."""
+        parts = (
+            [self.rclass, self.provider, self.type] if self.provider else [self.rclass, self.type]
+        )
+        return ":".join(parts)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A pcmkimg guard of one bundle, as found in the CIB (possibly only partly wired)."""
+
+    clone_id: str
+    primitive_id: str
+    image: str | None
+    order_id: str | None
+    colocation_id: str | None
+    clone_interleave: bool
+    interleave_record: str | None  # bundle's interleave before the guard; "unset"; None
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.image and self.order_id and self.colocation_id and self.clone_interleave)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    id: str
+    runtime: str
+    image: str
+    replicas: int
+    promoted_max: int
+    primitive: Primitive | None
+    meta: Mapping[str, str] = field(default_factory=dict)
+    guard: Guard | None = None
+
+    @property
+    def promotable(self) -> bool:
+        return self.promoted_max > 0
+
+    @property
+    def interleave(self) -> bool:
+        return _truthy(self.meta.get("interleave"))
+
+    @property
+    def target_role(self) -> str | None:
+        return self.meta.get("target-role")
+
+    @property
+    def is_managed(self) -> bool:
+        return _truthy(self.meta.get("is-managed", "true"))
+
+    @property
+    def guard_wired(self) -> bool:
+        """Guard clone, order, colocation and interleave on both sides all in place."""
+        return self.guard is not None and self.guard.complete and self.interleave
+
+
+def _primitive(el: Element | None) -> Primitive | None:
+    if el is None:
+        return None
+    return Primitive(
+        id=el.get("id", ""),
+        rclass=el.get("class", ""),
+        provider=el.get("provider", ""),
+        type=el.get("type", ""),
+    )
+
+
+def guard_ids(bundle_id: str) -> dict[str, str]:
+    """The ids of the guard's elements for ``bundle_id``."""
+    return {
+        "primitive": f"{bundle_id}-guard",
+        "clone": f"{bundle_id}-guard-clone",
+        "order": f"{bundle_id}-guard-order",
+        "colocation": f"{bundle_id}-guard-colocation",
+    }
+
+
+def _guard_clone(cib: Element, bundle_id: str) -> Element | None:
+    """The guard clone element of ``bundle_id``; GuardConflictError if the id is misused."""
+    ids = guard_ids(bundle_id)
+    clone = _by_id(cib, ids["clone"])
+    if clone is None:
+        return None
+    prim = clone.find("primitive")
+    if (
+        clone.tag != "clone"
+        or prim is None
+        or (prim.get("class"), prim.get("provider"), prim.get("type")) != GUARD_AGENT
+    ):
+        raise GuardConflictError(
+            f"id {ids['clone']!r} is taken by something that is not a pcmkimg guard "
+            f"(<{clone.tag}>)",
+            f"rename or remove that resource, then retry "
+            f"({cmd.quoted(cmd.delete_resource(ids['clone']))})",
+        )
+    return clone
+
+
+def _find_guard(cib: Element, bundle_id: str) -> Guard | None:
+    clone = _guard_clone(cib, bundle_id)
+    if clone is None:
+        return None
+    prim = clone.find("primitive")
+    assert prim is not None  # checked by _guard_clone
+    ids = guard_ids(bundle_id)
+    clone_id = clone.get("id", "")
+    order = next(
+        (
+            o.id
+            for o in order_constraints(cib)
+            if (o.first, o.then, o.kind, o.first_action, o.then_action)
+            == (clone_id, bundle_id, "Mandatory", "start", "start")
+        ),
+        None,
+    )
+    colocation = next(
+        (
+            c.id
+            for c in colocation_constraints(cib)
+            if (c.rsc, c.with_rsc) == (bundle_id, clone_id) and c.score in ("INFINITY", "+INFINITY")
+        ),
+        None,
+    )
+    meta = _nvpairs(clone, "meta_attributes")
+    return Guard(
+        clone_id=clone_id,
+        primitive_id=prim.get("id", ids["primitive"]),
+        image=_nvpairs(prim, "instance_attributes").get("image"),
+        order_id=order,
+        colocation_id=colocation,
+        clone_interleave=_truthy(meta.get("interleave")),
+        interleave_record=meta.get(GUARD_RECORD),
+    )
+
+
+def _bundle_from(cib: Element, el: Element) -> Bundle:
+    runtime_el = next((c for c in el if c.tag in RUNTIMES), None)
+    if runtime_el is None:
+        raise CibStructureError(f"bundle {el.get('id')!r} has no container runtime", _FIX_CIB)
+    promoted = runtime_el.get("promoted-max", runtime_el.get("masters"))
+    bundle_id = el.get("id", "")
+    return Bundle(
+        id=bundle_id,
+        runtime=runtime_el.tag,
+        image=runtime_el.get("image", ""),
+        replicas=_int(runtime_el.get("replicas"), 1),
+        promoted_max=_int(promoted, 0),
+        primitive=_primitive(el.find("primitive")),
+        meta=_nvpairs(el, "meta_attributes"),
+        guard=_find_guard(cib, bundle_id),
+    )
+
+
+def _bundle_elements(cib: Element) -> Iterator[Element]:
+    yield from _section(cib, "resources").iter("bundle")
+
+
+def _bundle_element(cib: Element, bundle_id: str) -> Element:
+    for el in _bundle_elements(cib):
+        if el.get("id") == bundle_id:
+            return el
+    known = ", ".join(sorted(el.get("id", "") for el in _bundle_elements(cib))) or "none"
+    raise BundleNotFoundError(
+        f"no bundle {bundle_id!r} in the CIB (bundles: {known})",
+        f"give a bundle id as {cmd.quoted(cmd.list_resources())} shows it",
+    )
+
+
+def bundles(cib: Element) -> list[Bundle]:
+    """Every bundle of the CIB, in document order."""
+    return [_bundle_from(cib, el) for el in _bundle_elements(cib)]
+
+
+def bundle(cib: Element, bundle_id: str) -> Bundle:
+    return _bundle_from(cib, _bundle_element(cib, bundle_id))
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    uname: str
+    kind: str  # "member", "remote" or "guest"
+
+
+def nodes(cib: Element) -> list[Node]:
+    """Cluster nodes: members from ``<nodes>``, remote nodes (``ocf:pacemaker:remote``
+    primitives), guest nodes (``remote-node`` meta on a primitive). The implicit guest nodes
+    of bundle replicas are not listed: they are not hosts.
+    """
+    found: dict[str, Node] = {}
+    for el in _section(cib, "nodes").findall("node"):
+        kind = el.get("type", "member")
+        kind = "member" if kind == "normal" else kind
+        uname = el.get("uname", el.get("id", ""))
+        found[uname] = Node(id=el.get("id", uname), uname=uname, kind=kind)
+    resources = _section(cib, "resources")
+    for prim in resources.iter("primitive"):
+        parent = prim.getparent()
+        if parent is not None and parent.tag == "bundle":
+            continue
+        pid = prim.get("id", "")
+        if (prim.get("class"), prim.get("provider"), prim.get("type")) == (
+            "ocf",
+            "pacemaker",
+            "remote",
+        ):
+            found[pid] = Node(id=pid, uname=pid, kind="remote")
+        guest = _nvpairs(prim, "meta_attributes").get("remote-node")
+        if guest:
+            found[guest] = Node(id=guest, uname=guest, kind="guest")
+    return list(found.values())
+
+
+@dataclass(frozen=True)
+class CliConstraint:
+    """A ``cli-ban-*`` / ``cli-prefer-*`` location left by crm_resource --ban/--move."""
+
+    id: str
+    resource: str
+    node: str
+    score: str
+    role: str | None
+
+    @property
+    def is_ban(self) -> bool:
+        return self.id.startswith("cli-ban-")
+
+
+@dataclass(frozen=True)
+class OrderConstraint:
+    id: str
+    first: str
+    then: str
+    kind: str
+    first_action: str
+    then_action: str
+
+
+@dataclass(frozen=True)
+class ColocationConstraint:
+    id: str
+    rsc: str
+    with_rsc: str
+    score: str
+
+
+def _constraints(cib: Element, tag: str) -> list[Element]:
+    return _section(cib, "constraints").findall(tag)
+
+
+def cli_constraints(cib: Element) -> list[CliConstraint]:
+    return [
+        CliConstraint(
+            id=el.get("id", ""),
+            resource=el.get("rsc", ""),
+            node=el.get("node", ""),
+            score=el.get("score", ""),
+            role=el.get("role"),
+        )
+        for el in _constraints(cib, "rsc_location")
+        if el.get("id", "").startswith(("cli-ban-", "cli-prefer-"))
+    ]
+
+
+def order_constraints(cib: Element) -> list[OrderConstraint]:
+    """Simple (set-less) order constraints."""
+    return [
+        OrderConstraint(
+            id=el.get("id", ""),
+            first=el.get("first", ""),
+            then=el.get("then", ""),
+            kind=el.get("kind", "Mandatory"),
+            first_action=el.get("first-action", "start"),
+            then_action=el.get("then-action", "start"),
+        )
+        for el in _constraints(cib, "rsc_order")
+        if el.get("first")
+    ]
+
+
+def colocation_constraints(cib: Element) -> list[ColocationConstraint]:
+    """Simple (set-less) colocation constraints."""
+    return [
+        ColocationConstraint(
+            id=el.get("id", ""),
+            rsc=el.get("rsc", ""),
+            with_rsc=el.get("with-rsc", ""),
+            score=el.get("score", ""),
+        )
+        for el in _constraints(cib, "rsc_colocation")
+        if el.get("rsc")
+    ]
+
+
+def cluster_properties(cib: Element) -> dict[str, str]:
+    """nvpairs of the ``crm_config`` cluster_property_sets (first set wins)."""
+    return _nvpairs(_section(cib, "crm_config"), "cluster_property_set")
+
+
+def rsc_defaults(cib: Element) -> dict[str, str]:
+    """Resource defaults (e.g. ``resource-stickiness``); rule-less meta sets only."""
+    section = _section(cib, "rsc_defaults")
+    result: dict[str, str] = {}
+    for nvset in section.findall("meta_attributes"):
+        if nvset.find("rule") is not None:
+            continue
+        for nv in nvset.findall("nvpair"):
+            result.setdefault(nv.get("name", ""), nv.get("value", ""))
+    return result
+
+
+def banned_nodes(cib: Element, resource_id: str) -> set[str]:
+    """Nodes that ``resource_id`` can never run on: a -INFINITY node location constraint that
+    is not a ``cli-`` leftover (those are reported on their own, see :func:`cli_constraints`)."""
+    found = set()
+    for el in _constraints(cib, "rsc_location"):
+        if el.get("rsc") != resource_id or el.get("id", "").startswith("cli-"):
+            continue
+        if el.get("node") and el.get("score", "").lstrip("-+").upper() == "INFINITY":
+            if el.get("score", "").startswith("-"):
+                found.add(el.get("node", ""))
+    return found
