@@ -20,6 +20,7 @@ import click
 
 from pcmkimg import __version__
 from pcmkimg.adapters import config, journal, pacemaker
+from pcmkimg.adapters import podman as images
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
@@ -152,12 +153,12 @@ def _env() -> Env:
 
 
 @contextmanager
-def _stores(env: Env) -> Iterator[execute.Stores]:
+def _stores(env: Env) -> Iterator[images.Stores]:
     try:
         local = pacemaker.local_node(env.runner)
     except pacemaker.PacemakerError:
         local = None
-    with execute.open_stores(env.conf, local) as stores:
+    with images.open_stores(env.conf, local) as stores:
         yield stores
 
 
@@ -220,7 +221,7 @@ def status(services: tuple[str, ...]) -> None:
     from pcmkimg.workflows import status as st
 
     env = _env()
-    cluster = execute.read_cluster(env.runner)
+    cluster = pacemaker.read_cluster(env.runner)
     found = st.floating_bundles(cluster, env.conf.scheme, services)
     with _stores(env) as stores:
         doc = st.rows(st.gather(cluster, stores, found))
@@ -233,7 +234,7 @@ def check() -> None:
     from pcmkimg.workflows import status as st
 
     env = _env()
-    cluster = execute.read_cluster(env.runner)
+    cluster = pacemaker.read_cluster(env.runner)
     found = st.floating_bundles(cluster, env.conf.scheme)
     with _stores(env) as stores:
         problems = st.problems(st.gather(cluster, stores, found))
@@ -244,7 +245,7 @@ def check() -> None:
     if not env.json:
         env.out(doc, [f"problem: {p.message}" for p in problems])
     failed = CheckFailed(f"{len(problems)} problem(s) found", "see the list of problems")
-    failed.report = doc  # type: ignore[attr-defined]
+    failed.report = doc
     raise failed
 
 
@@ -261,7 +262,7 @@ def _plan(
     every: bool,
     digest: str | None,
     restart: bool,
-) -> tuple[plan.Plan, execute.Cluster]:
+) -> tuple[plan.Plan, plan.Cluster]:
     from pcmkimg.core import reference
 
     _one_of(nodes, every)
@@ -273,9 +274,9 @@ def _plan(
         )
     if digest is not None:
         reference.parse(f"x@{digest}")
-    cluster = execute.read_cluster(env.runner)
-    bundle = execute.find_bundle(cluster, service, env.conf.scheme)
-    facts = execute.node_facts(cluster, bundle.id)
+    cluster = pacemaker.read_cluster(env.runner)
+    bundle = plan.find_bundle(cluster, service, env.conf.scheme)
+    facts = plan.node_facts(cluster, bundle.id)
     the_plan = plan.plan_update(
         bundle, target, facts, None if every else list(nodes), digest=digest, restart=restart
     )
@@ -355,12 +356,12 @@ def rollback(service: str, node: str, timeout: int) -> None:
     from pcmkimg.core import lease
 
     env = _env()
-    cluster = execute.read_cluster(env.runner)
-    bundle = execute.find_bundle(cluster, service, env.conf.scheme)
+    cluster = pacemaker.read_cluster(env.runner)
+    bundle = plan.find_bundle(cluster, service, env.conf.scheme)
     plan.plan_update(
         bundle,
         naming.floating_name(bundle.service, env.conf.scheme),
-        execute.node_facts(cluster, bundle.id),
+        plan.node_facts(cluster, bundle.id),
         [node],
     )
     back = naming.rollback_name(bundle.service, env.conf.scheme)
@@ -372,7 +373,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
         from pcmkimg.adapters import podman as images
 
         if not isinstance(target, images.Resolved):
-            raise execute.PreflightFailed(
+            raise plan.PreflightFailed(
                 f"{back} does not exist on {node}: there is nothing to roll back to",
                 f"use {cmd.shown(cmd.update(node, bundle.service))}",
             )
@@ -381,7 +382,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
             lease.renew(env.runner, held, ttl)
 
         updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout, renew)
-        updater.baseline = execute.health(cluster.status, bundle.id)
+        updater.baseline = plan.health(cluster.status, bundle.id)
         res = execute.NodeResult(node)
         updater.record("rollback", service=bundle.service, node=node, to=target.id)
         try:
@@ -465,7 +466,7 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
         missing = _guard_missing(env, bundle)
         if missing:
             service = naming.classify(floating, env.conf.scheme)
-            raise execute.PreflightFailed(
+            raise plan.PreflightFailed(
                 f"the guard did not start on {', '.join(missing)}, where {bundle} runs: "
                 f"{floating} is missing there; wiring it would stop those replicas, so "
                 + ("nothing was wired" if not existed else "no constraint was added"),
@@ -484,13 +485,13 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
     )
 
 
-class GuardHalfWired(PcmkimgError):
+class GuardHalfWired(LeftBehind):
     """A guard clone that `guard add` created could not be removed again."""
 
 
 def _guard_missing(env: Env, bundle: str) -> list[str]:
     """Nodes where a replica runs but the guard clone does not."""
-    cluster = execute.read_cluster(env.runner)
+    cluster = pacemaker.read_cluster(env.runner)
     guard = cib.bundle(cluster.config, bundle).guard
     started = cib.clone_instances(cluster.mon, guard.clone_id) if guard else {}
     return sorted(
@@ -561,7 +562,7 @@ def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
     from pcmkimg.workflows import migrate as mig
 
     env = _env()
-    cluster = execute.read_cluster(env.runner)
+    cluster = pacemaker.read_cluster(env.runner)
     try:
         m = mig.plan_migration(cluster, bundle, env.conf.scheme)
     except mig.NothingToMigrate as exc:
@@ -600,9 +601,9 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
     Never the images behind the floating or the rollback name, never one a container uses."""
     env = _env()
     _one_of(nodes, every)
-    cluster = execute.read_cluster(env.runner)
-    bundle = execute.find_bundle(cluster, service, env.conf.scheme)
-    known = [f.name for f in execute.node_facts(cluster, bundle.id)]
+    cluster = pacemaker.read_cluster(env.runner)
+    bundle = plan.find_bundle(cluster, service, env.conf.scheme)
+    known = [f.name for f in plan.node_facts(cluster, bundle.id)]
     unknown = [n for n in nodes if n not in known]
     if unknown:
         raise plan.UnknownNode(
@@ -626,11 +627,11 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
         return
     if not env.json:
         env.out(doc, lines)
-    error = execute.NodesUnreachable(
+    error = images.NodesUnreachable(
         "; ".join(f"{n}: {e}" for n, e in failed.items()),
         "reach those nodes, then prune them again (the others were pruned)",
     )
-    error.report = doc  # type: ignore[attr-defined]
+    error.report = doc
     raise error
 
 

@@ -31,7 +31,7 @@ from typing import Optional
 
 from lxml import etree
 
-from pcmkimg.core import cib
+from pcmkimg.core import cib, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import PcmkimgError
 
@@ -643,3 +643,12 @@ def restart_replica(
         container=now.container_id,
         seconds=round(time.monotonic() - started, 3),
     )
+
+
+# --------------------------------------------------------------------------- snapshot
+
+
+def read_cluster(runner: Runner) -> plan.Cluster:
+    config = query_cib(runner)
+    mon = status_xml(runner)
+    return plan.Cluster(config, mon, cib.cluster_status(mon))

@@ -18,7 +18,10 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Union
@@ -43,6 +46,7 @@ from pcmkimg.core.images import (
     ImageInfo,
     ImageNotFound,
     InvalidName,
+    NodesUnreachable,
     NodeUnreachable,
     PodmanCommandFailed,
     Pruned,
@@ -680,6 +684,55 @@ def connect(
     return store
 
 
+# --------------------------------------------------------------------------- stores
+
+
+@dataclass
+class Stores:
+    """The image stores of the cluster nodes, opened on first use and closed together."""
+
+    config: Config
+    local_node: str | None
+    opened: dict[str, Store] = field(default_factory=dict)
+
+    def get(self, node: str) -> Store:
+        if node not in self.opened:
+            url = self.config.url_for(node, local_node=self.local_node)
+            self.opened[node] = connect(node, url, config=self.config)
+        return self.opened[node]
+
+    def close(self) -> None:
+        for store in self.opened.values():
+            try:
+                store.close()
+            except Exception:  # closing is best effort; the process ends soon
+                pass
+        self.opened.clear()
+
+    def each(self, nodes: Sequence[str], work: Callable[[Store], object]) -> dict:
+        """Run ``work`` on each node's store in parallel: node -> result or the error raised."""
+
+        def one(node: str) -> object:
+            try:
+                return work(self.get(node))
+            except Exception as exc:  # one node's failure is that node's answer, not a crash
+                return exc
+
+        if not nodes:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
+            return dict(zip(nodes, pool.map(one, nodes)))
+
+
+@contextmanager
+def open_stores(config: Config, local_node: str | None) -> Iterator[Stores]:
+    stores = Stores(config, local_node)
+    try:
+        yield stores
+    finally:
+        stores.close()
+
+
 __all__ = [
     "AuthError",
     "Container",
@@ -691,6 +744,7 @@ __all__ = [
     "ImageNotFound",
     "InvalidName",
     "NodeUnreachable",
+    "NodesUnreachable",
     "PodmanCommandFailed",
     "Pruned",
     "PullFailed",

@@ -42,6 +42,10 @@ class NodeUnreachable(ImageError):
     """The node's podman API service cannot be reached."""
 
 
+class NodesUnreachable(PcmkimgError):
+    """One or more nodes' image stores can't be reached."""
+
+
 class StoreError(ImageError):
     """The podman service refused a store operation (tag, untag, remove)."""
 

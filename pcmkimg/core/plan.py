@@ -9,12 +9,20 @@ interruption finishes the job and an update to the same image restarts nothing.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pcmkimg.core import naming
+from pcmkimg.core import cib, naming
+from pcmkimg.core import commands as cmd
 from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError, UsageError
+
+Say = Callable[[str], None]
+"""Where a workflow says what it does (stderr in the CLI)."""
+
+
+class PreflightFailed(PcmkimgError):
+    """The cluster is not in a state where an update (or another change) may start."""
 
 
 class UnknownService(UsageError):
@@ -120,7 +128,7 @@ class Plan:
         return out
 
 
-def find_bundle(
+def match_bundle(
     bundles: Sequence[tuple[str, str]], service: str, scheme: naming.Scheme
 ) -> BundleRef:
     """The bundle of ``service``: by bundle id, or by the service of its floating name.
@@ -241,3 +249,125 @@ def plan_update(
         )
     steps.append(Step("release", detail="release the update lease"))
     return Plan(bundle, str(target), names, tuple(steps))
+
+
+# --------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One consistent read of the CIB and crm_mon."""
+
+    config: cib.Element
+    mon: cib.Element
+    status: cib.ClusterStatus
+
+    @property
+    def members(self) -> list[str]:
+        return [n.name for n in self.status.nodes if n.kind == "member"]
+
+
+def find_bundle(cluster: Cluster, service: str, scheme: naming.Scheme) -> BundleRef:
+    """The bundle of ``service`` in the snapshot (see :func:`match_bundle`), with its
+    replicas' container resources."""
+    pairs = [(b.id, b.image) for b in cib.bundles(cluster.config)]
+    ref = match_bundle(pairs, service, scheme)
+    containers = tuple(r.container_id for r in cluster.status.replicas_of(ref.id))
+    return BundleRef(ref.id, ref.service, ref.floating, containers)
+
+
+def node_facts(cluster: Cluster, bundle_id: str) -> list[NodeFacts]:
+    banned = cib.banned_nodes(cluster.config, bundle_id)
+    guard = cib.bundle(cluster.config, bundle_id).guard
+    refused = {
+        f.node
+        for f in cluster.status.real_failures
+        if f.task == "start"
+        and (f.resource.startswith(f"{bundle_id}-") or (guard and f.resource == guard.primitive_id))
+    }
+    # Hosts only: crm_mon can list a bundle replica's implicit guest node as a member, but the
+    # CIB's <nodes> section names the real cluster members.
+    members = {n.uname for n in cib.nodes(cluster.config) if n.kind == "member"}
+    facts = []
+    for node in cluster.status.nodes:
+        if node.kind != "member" or node.name not in members:
+            continue
+        replica = cluster.status.replica_on(bundle_id, node.name)
+        why = (
+            "offline"
+            if not node.online
+            else "in standby"
+            if node.standby
+            else "in maintenance"
+            if node.maintenance
+            else ""
+        )
+        facts.append(
+            NodeFacts(
+                name=node.name,
+                ready=not why,
+                can_run=node.name not in banned,
+                active=bool(replica and replica.active),
+                promoted=bool(replica and replica.role == "Promoted"),
+                why_not_ready=why,
+                failed_start=node.name in refused and not (replica and replica.active),
+            )
+        )
+    return facts
+
+
+def healable(failure: cib.Failure, bundle_id: str, missing: Collection[str]) -> bool:
+    """A failed start of a replica of ``bundle_id`` on a node where the floating name was
+    missing: the update heals it (the retag gives the node the name, then the failure is
+    cleaned up). A failure of any other cause still refuses the update."""
+    return (
+        failure.node in missing
+        and failure.task == "start"
+        and failure.resource.startswith(f"{bundle_id}-")
+    )
+
+
+def preflight_problems(
+    cluster: Cluster, bundle_id: str, targets: Sequence[str], missing: Collection[str] = ()
+) -> list[str]:
+    """Why an update of ``bundle_id`` on ``targets`` may not start now (empty: it may).
+
+    ``missing``: target nodes where the floating name does not resolve; a failed start of the
+    bundle there is healed by the update, not a reason to refuse it.
+    """
+    problems = []
+    if not cluster.status.have_quorum:
+        problems.append("the cluster has no quorum")
+    for ban in cib.cli_constraints(cluster.config):
+        problems.append(
+            f"leftover constraint {ban.id} ({ban.resource} on {ban.node}); clear it with "
+            + cmd.quoted(cmd.clear_ban(ban.resource, ban.node))
+        )
+    bundle = cib.bundle(cluster.config, bundle_id)
+    if not bundle.is_managed:
+        problems.append(f"bundle {bundle_id} is unmanaged")
+    for replica in cluster.status.replicas_of(bundle_id):
+        if replica.failed or (replica.node and not replica.active):
+            problems.append(f"replica {replica.container_id} on {replica.node} is not healthy")
+    for failure in cluster.status.failures_of(
+        [bundle_id, *(r.container_id for r in cluster.status.replicas_of(bundle_id))]
+    ):
+        if not failure.degraded and not healable(failure, bundle_id, missing):
+            problems.append(
+                f"failed {failure.task} of {failure.resource} on {failure.node}: "
+                f"{failure.exit_reason or failure.exitstatus}; clean it up first with "
+                + cmd.quoted(cmd.cleanup(failure.resource, failure.node))
+            )
+    for name in targets:
+        node = cluster.status.node(name)
+        if node is None or not node.usable:
+            problems.append(f"target node {name} is no longer online and active")
+    return problems
+
+
+def health(status: cib.ClusterStatus, bundle_id: str) -> Health:
+    replicas = status.replicas_of(bundle_id)
+    return Health(
+        active={r.replica: r.node for r in replicas if r.active and r.node},
+        promoted=sum(1 for r in replicas if r.active and r.role == "Promoted"),
+    )

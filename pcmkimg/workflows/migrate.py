@@ -18,16 +18,10 @@ from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.images import NodesUnreachable
+from pcmkimg.core.plan import Cluster, PreflightFailed, Say, node_facts
 from pcmkimg.core.reference import InvalidReference
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.workflows.update import (
-    Cluster,
-    NodesUnreachable,
-    PreflightFailed,
-    Say,
-    Stores,
-    node_facts,
-)
 
 
 class MigrationIncomplete(PcmkimgError):
@@ -105,7 +99,7 @@ def _unknown(wanted: str, cluster: Cluster) -> PcmkimgError:
     return UnknownService(f"no bundle {wanted!r}", f"bundles: {ids}")
 
 
-def check_nodes(m: Migration, stores: Stores) -> dict[str, str]:
+def check_nodes(m: Migration, stores: images.Stores) -> dict[str, str]:
     """Image ID of the current name on each node; every problem at once, nothing changed."""
     answers = stores.each(list(m.nodes), lambda s: (s.resolve(m.current), s.resolve(m.floating)))
     problems, unreachable, ids = [], [], {}
@@ -133,7 +127,7 @@ def check_nodes(m: Migration, stores: Stores) -> dict[str, str]:
     return ids
 
 
-def _containers(stores: Stores, nodes: Sequence[str], prefix: str) -> dict[str, str]:
+def _containers(stores: images.Stores, nodes: Sequence[str], prefix: str) -> dict[str, str]:
     answers = stores.each(list(nodes), lambda s: s.containers(running_only=True))
     out = {}
     for node, answer in answers.items():
@@ -153,7 +147,7 @@ def _unmanaged(runner: pacemaker.Runner, bundle: str) -> bool:
 
 
 def run_migration(
-    runner: pacemaker.Runner, stores: Stores, m: Migration, say: Say, timeout: float = 300
+    runner: pacemaker.Runner, stores: images.Stores, m: Migration, say: Say, timeout: float = 300
 ) -> dict[str, Any]:
     ids = check_nodes(m, stores)
     with lease.held(runner, max(lease.DEFAULT_TTL, 3 * timeout + 120)):

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.plan import Cluster, node_facts
 from pcmkimg.core.reference import InvalidReference
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.workflows.update import Cluster, Stores, node_facts
 
 SCHEMA_ID = "pcmkimg-status/1"
 
@@ -67,7 +67,7 @@ def floating_bundles(
     return found
 
 
-def gather(cluster: Cluster, stores: Stores, services: list[Service]) -> Gathered:
+def gather(cluster: Cluster, stores: images.Stores, services: list[Service]) -> Gathered:
     """Ask every node's store about every service, in parallel."""
     out = Gathered(cluster, services)
     nodes = sorted({f.name for s in services for f in s.nodes if f.ready})

@@ -8,25 +8,16 @@ core (``plan.py``, ``cib.py``); this module runs them, journals each step and cl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
-from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.journal import Journal
-from pcmkimg.core import cib, lease, naming, plan
+from pcmkimg.core import cib, lease, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.errors import PcmkimgError
-
-Say = Callable[[str], None]
-
-
-class PreflightFailed(PcmkimgError):
-    """The cluster is not in a state where an update may start."""
 
 
 class PullsFailed(PcmkimgError):
@@ -46,187 +37,8 @@ class RollbackFailed(PcmkimgError):
     """The update failed on a node and rolling that node back failed too."""
 
 
-class NodesUnreachable(PcmkimgError):
-    """One or more nodes' image stores can't be reached."""
-
-
 def _quiet(_: str) -> None:
     pass
-
-
-# --------------------------------------------------------------------------- stores
-
-
-@dataclass
-class Stores:
-    """The image stores of the cluster nodes, opened on first use and closed together."""
-
-    config: Config
-    local_node: str | None
-    opened: dict[str, images.Store] = field(default_factory=dict)
-
-    def get(self, node: str) -> images.Store:
-        if node not in self.opened:
-            url = self.config.url_for(node, local_node=self.local_node)
-            self.opened[node] = images.connect(node, url, config=self.config)
-        return self.opened[node]
-
-    def close(self) -> None:
-        for store in self.opened.values():
-            try:
-                store.close()
-            except Exception:  # closing is best effort; the process ends soon
-                pass
-        self.opened.clear()
-
-    def each(self, nodes: Sequence[str], work: Callable[[images.Store], object]) -> dict:
-        """Run ``work`` on each node's store in parallel: node -> result or the error raised."""
-
-        def one(node: str) -> object:
-            try:
-                return work(self.get(node))
-            except Exception as exc:  # one node's failure is that node's answer, not a crash
-                return exc
-
-        if not nodes:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
-            return dict(zip(nodes, pool.map(one, nodes)))
-
-
-@contextmanager
-def open_stores(config: Config, local_node: str | None) -> Iterator[Stores]:
-    stores = Stores(config, local_node)
-    try:
-        yield stores
-    finally:
-        stores.close()
-
-
-# --------------------------------------------------------------------------- facts
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """One consistent read of the CIB and crm_mon."""
-
-    config: cib.Element
-    mon: cib.Element
-    status: cib.ClusterStatus
-
-    @property
-    def members(self) -> list[str]:
-        return [n.name for n in self.status.nodes if n.kind == "member"]
-
-
-def read_cluster(runner: pacemaker.Runner) -> Cluster:
-    config = pacemaker.query_cib(runner)
-    mon = pacemaker.status_xml(runner)
-    return Cluster(config, mon, cib.cluster_status(mon))
-
-
-def find_bundle(cluster: Cluster, service: str, scheme: naming.Scheme) -> plan.BundleRef:
-    pairs = [(b.id, b.image) for b in cib.bundles(cluster.config)]
-    ref = plan.find_bundle(pairs, service, scheme)
-    containers = tuple(r.container_id for r in cluster.status.replicas_of(ref.id))
-    return plan.BundleRef(ref.id, ref.service, ref.floating, containers)
-
-
-def node_facts(cluster: Cluster, bundle_id: str) -> list[plan.NodeFacts]:
-    banned = cib.banned_nodes(cluster.config, bundle_id)
-    guard = cib.bundle(cluster.config, bundle_id).guard
-    refused = {
-        f.node
-        for f in cluster.status.real_failures
-        if f.task == "start"
-        and (f.resource.startswith(f"{bundle_id}-") or (guard and f.resource == guard.primitive_id))
-    }
-    # Hosts only: crm_mon can list a bundle replica's implicit guest node as a member, but the
-    # CIB's <nodes> section names the real cluster members.
-    members = {n.uname for n in cib.nodes(cluster.config) if n.kind == "member"}
-    facts = []
-    for node in cluster.status.nodes:
-        if node.kind != "member" or node.name not in members:
-            continue
-        replica = cluster.status.replica_on(bundle_id, node.name)
-        why = (
-            "offline"
-            if not node.online
-            else "in standby"
-            if node.standby
-            else "in maintenance"
-            if node.maintenance
-            else ""
-        )
-        facts.append(
-            plan.NodeFacts(
-                name=node.name,
-                ready=not why,
-                can_run=node.name not in banned,
-                active=bool(replica and replica.active),
-                promoted=bool(replica and replica.role == "Promoted"),
-                why_not_ready=why,
-                failed_start=node.name in refused and not (replica and replica.active),
-            )
-        )
-    return facts
-
-
-def healable(failure: cib.Failure, bundle_id: str, missing: Collection[str]) -> bool:
-    """A failed start of a replica of ``bundle_id`` on a node where the floating name was
-    missing: the update heals it (the retag gives the node the name, then the failure is
-    cleaned up). A failure of any other cause still refuses the update."""
-    return (
-        failure.node in missing
-        and failure.task == "start"
-        and failure.resource.startswith(f"{bundle_id}-")
-    )
-
-
-def preflight_problems(
-    cluster: Cluster, bundle_id: str, targets: Sequence[str], missing: Collection[str] = ()
-) -> list[str]:
-    """Why an update of ``bundle_id`` on ``targets`` may not start now (empty: it may).
-
-    ``missing``: target nodes where the floating name does not resolve; a failed start of the
-    bundle there is healed by the update, not a reason to refuse it.
-    """
-    problems = []
-    if not cluster.status.have_quorum:
-        problems.append("the cluster has no quorum")
-    for ban in cib.cli_constraints(cluster.config):
-        problems.append(
-            f"leftover constraint {ban.id} ({ban.resource} on {ban.node}); clear it with "
-            + cmd.quoted(cmd.clear_ban(ban.resource, ban.node))
-        )
-    bundle = cib.bundle(cluster.config, bundle_id)
-    if not bundle.is_managed:
-        problems.append(f"bundle {bundle_id} is unmanaged")
-    for replica in cluster.status.replicas_of(bundle_id):
-        if replica.failed or (replica.node and not replica.active):
-            problems.append(f"replica {replica.container_id} on {replica.node} is not healthy")
-    for failure in cluster.status.failures_of(
-        [bundle_id, *(r.container_id for r in cluster.status.replicas_of(bundle_id))]
-    ):
-        if not failure.degraded and not healable(failure, bundle_id, missing):
-            problems.append(
-                f"failed {failure.task} of {failure.resource} on {failure.node}: "
-                f"{failure.exit_reason or failure.exitstatus}; clean it up first with "
-                + cmd.quoted(cmd.cleanup(failure.resource, failure.node))
-            )
-    for name in targets:
-        node = cluster.status.node(name)
-        if node is None or not node.usable:
-            problems.append(f"target node {name} is no longer online and active")
-    return problems
-
-
-def health(status: cib.ClusterStatus, bundle_id: str) -> plan.Health:
-    replicas = status.replicas_of(bundle_id)
-    return plan.Health(
-        active={r.replica: r.node for r in replicas if r.active and r.node},
-        promoted=sum(1 for r in replicas if r.active and r.role == "Promoted"),
-    )
 
 
 # --------------------------------------------------------------------------- update
@@ -302,9 +114,9 @@ class UpdateReport:
 @dataclass
 class Updater:
     runner: pacemaker.Runner
-    stores: Stores
+    stores: images.Stores
     journal: Journal
-    say: Say = _quiet
+    say: plan.Say = _quiet
     timeout: float = 300
     keepalive: Callable[[], None] = field(default=lambda: None, repr=False)
     progress: images.ProgressCallback | None = None
@@ -451,10 +263,10 @@ class Updater:
         if self.baseline is None:
             return
         problems = plan.before_node_problems(
-            self.baseline, health(pacemaker.status(self.runner), bundle.id), node
+            self.baseline, plan.health(pacemaker.status(self.runner), bundle.id), node
         )
         if problems:
-            raise PreflightFailed(
+            raise plan.PreflightFailed(
                 f"update of {bundle.service} stopped before {node}, which was not touched: "
                 + "; ".join(problems),
                 f"bring those replicas back ({cmd.quoted(cmd.status())}, "
@@ -557,7 +369,7 @@ class Updater:
             pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
         finally:
             res.restart_seconds = round(time.monotonic() - started, 3)
-        now = health(pacemaker.status(self.runner), bundle.id)
+        now = plan.health(pacemaker.status(self.runner), bundle.id)
         start = self.baseline or now
         problems = plan.after_restart_problems(
             start, now, replica.replica, node, self.updated | {node}
@@ -655,7 +467,7 @@ class Updater:
                 resources.append(guard.primitive_id)
                 failures += found
         if missing:
-            found = [f for f in status.real_failures if healable(f, bundle.id, {node})]
+            found = [f for f in status.real_failures if plan.healable(f, bundle.id, {node})]
             if found:
                 resources.append(bundle.id)
                 failures += found
@@ -778,16 +590,16 @@ class Updater:
                 current = lease.renew(self.runner, current, ttl)
 
             self.keepalive = renew
-            cluster = read_cluster(self.runner)
+            cluster = pacemaker.read_cluster(self.runner)
             missing = self.missing(the_plan.targets, bundle.floating)
-            problems = preflight_problems(cluster, bundle.id, the_plan.targets, missing)
+            problems = plan.preflight_problems(cluster, bundle.id, the_plan.targets, missing)
             if problems:
-                raise PreflightFailed(
+                raise plan.PreflightFailed(
                     "update refused: " + "; ".join(problems),
                     "fix these, then run the update again (`pcmkimg check` lists them)",
                 )
             pulled = self.pull_all(the_plan.targets, ref, digest)
-            self.baseline = health(cluster.status, bundle.id)
+            self.baseline = plan.health(cluster.status, bundle.id)
             for node in the_plan.targets:
                 renew()
                 res = NodeResult(node)

@@ -12,7 +12,6 @@ import pytest
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.config import Config, RegistrySettings
 from pcmkimg.progress import PullDisplay
-from pcmkimg.workflows import update as execute
 from tests.unit.test_progress import FakeTty, screen
 
 
@@ -22,12 +21,12 @@ def wipe(sb) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def stores(podman_sandbox) -> Iterator[execute.Stores]:  # type: ignore[no-untyped-def]
+def stores(podman_sandbox) -> Iterator[images.Stores]:  # type: ignore[no-untyped-def]
     sb = podman_sandbox
     wipe(sb)
     config = Config(registries={sb.registry: RegistrySettings(tls_verify=False)})
     opened = {n.name: images.connect(n.name, n.url, config=config) for n in sb.podman_nodes}
-    stores = execute.Stores(config, None, opened=opened)  # type: ignore[arg-type]
+    stores = images.Stores(config, None, opened=opened)  # type: ignore[arg-type]
     try:
         yield stores
     finally:

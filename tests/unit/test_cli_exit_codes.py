@@ -40,7 +40,7 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (plan.UnknownNode("x"), cli.BAD_INPUT),
     # 3: problems, preconditions
     (cli.CheckFailed("x"), cli.PROBLEMS),
-    (execute.PreflightFailed("x"), cli.PROBLEMS),
+    (plan.PreflightFailed("x"), cli.PROBLEMS),
     (plan.NodeNotReady("x"), cli.PROBLEMS),
     (pacemaker.NoQuorumError("x"), cli.PROBLEMS),
     (pacemaker.RestartRefusedError("x"), cli.PROBLEMS),
@@ -55,7 +55,7 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (execute.DigestRefused("x"), cli.BAD_INPUT),
     # 5: unreachable, pulls
     (execute.PullsFailed("x"), cli.UNREACHABLE),
-    (execute.NodesUnreachable("x"), cli.UNREACHABLE),
+    (images.NodesUnreachable("x"), cli.UNREACHABLE),
     (images.NodeUnreachable("x", **NODE), cli.UNREACHABLE),
     (images.HostKeyRejected("x", **NODE), cli.UNREACHABLE),
     (images.RegistryUnreachable("x", **NODE), cli.UNREACHABLE),

@@ -352,7 +352,7 @@ def store_on_old(node: str, *, running: bool = True, pulled_new: bool = True) ->
 def make_updater(tmp_path: Path, stores: Mapping[str, FakeStore]) -> execute.Updater:
     return execute.Updater(
         runner=RUNNER,
-        stores=execute.Stores(Config(), None, opened=dict(stores)),  # type: ignore[arg-type]
+        stores=images.Stores(Config(), None, opened=dict(stores)),  # type: ignore[arg-type]
         journal=Journal(tmp_path / "journal.jsonl", "run-1"),
         timeout=TIMEOUT,
     )
@@ -929,7 +929,7 @@ def test_run_refuses_when_preflight_finds_problems_and_pulls_nothing(
 ) -> None:
     stores, cluster = three_nodes(monkeypatch, "bans.xml")
     report, raised = run(tmp_path, stores)
-    assert isinstance(raised, execute.PreflightFailed)
+    assert isinstance(raised, plan.PreflightFailed)
     assert "cli-ban-galera-bundle-on-controller-1" in raised.message
     assert "`pcmkimg check`" in raised.fix
     assert report.nodes == []
@@ -966,8 +966,8 @@ def test_run_retags_nowhere_when_one_pull_fails(
 def preflight(config: cib.Element | str, mon: str, targets: Sequence[str] = NODES) -> list[str]:
     config_el = _cib(config) if isinstance(config, str) else config
     mon_el = _mon(mon)
-    cluster = execute.Cluster(config_el, mon_el, cib.cluster_status(mon_el))
-    return execute.preflight_problems(cluster, BUNDLE_ID, targets)
+    cluster = plan.Cluster(config_el, mon_el, cib.cluster_status(mon_el))
+    return plan.preflight_problems(cluster, BUNDLE_ID, targets)
 
 
 def test_preflight_passes_on_a_healthy_cluster() -> None:
@@ -1113,7 +1113,7 @@ def test_a_node_is_not_touched_while_another_replica_is_down(
         active={0: "controller-0", 1: "controller-1", 2: "controller-2"}, promoted=3
     )
     res, raised = update(updater, "controller-0")
-    assert isinstance(raised, execute.PreflightFailed)
+    assert isinstance(raised, plan.PreflightFailed)
     assert "stopped before controller-0, which was not touched" in raised.message
     assert "replica 1 of the bundle (on controller-1" in raised.message
     assert store.called("retag") == [] and res.result == "pending"
@@ -1136,13 +1136,13 @@ def test_a_failed_start_where_the_name_was_missing_is_cleaned_up_and_started(
     )
     cluster.extra_failures.append(failure)
     status = cluster.status(RUNNER)
-    assert execute.healable(failure, BUNDLE_ID, {"controller-2"})
-    assert not execute.healable(failure, BUNDLE_ID, {"controller-1"})
-    read = execute.Cluster(cluster.config, cluster.mon, status)
-    assert execute.preflight_problems(read, BUNDLE_ID, ["controller-2"], {"controller-2"}) == []
+    assert plan.healable(failure, BUNDLE_ID, {"controller-2"})
+    assert not plan.healable(failure, BUNDLE_ID, {"controller-1"})
+    read = plan.Cluster(cluster.config, cluster.mon, status)
+    assert plan.preflight_problems(read, BUNDLE_ID, ["controller-2"], {"controller-2"}) == []
     assert any(
         "failed start of galera-bundle-podman-2" in p
-        for p in execute.preflight_problems(read, BUNDLE_ID, ["controller-2"])
+        for p in plan.preflight_problems(read, BUNDLE_ID, ["controller-2"])
     )
     res, raised = update(make_updater(tmp_path, {"controller-2": store}), "controller-2")
     assert raised is None and res.result == "started"

@@ -148,44 +148,44 @@ BUNDLES = [
     ],
 )
 def test_find_bundle_by_service_or_bundle_id(service: str, bundle_id: str, svc: str) -> None:
-    found = P.find_bundle(BUNDLES, service, naming.DEFAULT_SCHEME)
+    found = P.match_bundle(BUNDLES, service, naming.DEFAULT_SCHEME)
     assert (found.id, found.service) == (bundle_id, svc)
     assert found.floating == dict(BUNDLES)[bundle_id]
 
 
 def test_find_bundle_unknown_service_lists_the_floating_bundles() -> None:
     with pytest.raises(P.UnknownService) as info:
-        P.find_bundle(BUNDLES, "nova", naming.DEFAULT_SCHEME)
+        P.match_bundle(BUNDLES, "nova", naming.DEFAULT_SCHEME)
     assert "nova" in info.value.message
     fix = info.value.fix
     assert "galera-bundle (cluster.common.tag/mariadb:pcmklatest)" in fix
     assert "haproxy-bundle" not in fix and "bad-bundle" not in fix
     with pytest.raises(P.UnknownService, match="none"):
-        P.find_bundle([], "nova", naming.DEFAULT_SCHEME)
+        P.match_bundle([], "nova", naming.DEFAULT_SCHEME)
 
 
 def test_find_bundle_refuses_a_bundle_that_is_not_behind_a_floating_name() -> None:
     # Its image is a real name: retagging that on the nodes would be wrong.
     for name in ("haproxy-bundle", "odd-bundle", "bad-bundle"):
         with pytest.raises(P.UnknownService, match="not a floating name") as info:
-            P.find_bundle(BUNDLES, name, naming.DEFAULT_SCHEME)
+            P.match_bundle(BUNDLES, name, naming.DEFAULT_SCHEME)
         assert "pcmkimg migrate" in info.value.fix
 
 
 def test_find_bundle_ambiguous_service() -> None:
     twice = [*BUNDLES, ("galera2-bundle", "cluster.common.tag/mariadb:pcmklatest")]
     with pytest.raises(P.UnknownService, match="galera-bundle, galera2-bundle") as info:
-        P.find_bundle(twice, "mariadb", naming.DEFAULT_SCHEME)
+        P.match_bundle(twice, "mariadb", naming.DEFAULT_SCHEME)
     assert "bundle id" in info.value.fix
-    assert P.find_bundle(twice, "galera2-bundle", naming.DEFAULT_SCHEME).id == "galera2-bundle"
+    assert P.match_bundle(twice, "galera2-bundle", naming.DEFAULT_SCHEME).id == "galera2-bundle"
 
 
 def test_find_bundle_with_another_scheme() -> None:
     scheme = naming.Scheme(prefix="tag.example.org/pcmk", tag="current", rollback_tag="before")
     pairs = [("a-bundle", "tag.example.org/pcmk/alpha:current")]
-    assert P.find_bundle(pairs, "alpha", scheme).id == "a-bundle"
+    assert P.match_bundle(pairs, "alpha", scheme).id == "a-bundle"
     with pytest.raises(P.UnknownService):
-        P.find_bundle(pairs, "alpha", naming.DEFAULT_SCHEME)
+        P.match_bundle(pairs, "alpha", naming.DEFAULT_SCHEME)
 
 
 # --------------------------------------------------------------------------- a refused node

@@ -154,7 +154,7 @@ def updater(tmp_path: Path, **kw) -> execute.Updater:  # type: ignore[no-untyped
     stores = {n: PullingStore(n) for n in ("n1", "n2")}
     return execute.Updater(
         runner=None,  # type: ignore[arg-type]
-        stores=execute.Stores(Config(), None, opened=stores),  # type: ignore[arg-type]
+        stores=images.Stores(Config(), None, opened=stores),  # type: ignore[arg-type]
         journal=Journal(tmp_path / "journal.jsonl", "run-1"),
         **kw,
     )

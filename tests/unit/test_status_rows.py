@@ -11,11 +11,10 @@ import pytest
 
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming
-from pcmkimg.core.plan import UnknownService
+from pcmkimg.core.plan import Cluster, UnknownService
 from pcmkimg.workflows import status as S
-from pcmkimg.workflows.update import Cluster
+from tests import fixtures
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 SCHEMA = Path(__file__).resolve().parents[2] / "pcmkimg" / "status_schema.json"
 NODES = ("controller-0", "controller-1", "controller-2")
 OLD, NEW = "a" * 64, "b" * 64
@@ -36,8 +35,8 @@ def jsonschema():  # type: ignore[no-untyped-def]
 
 
 def cluster(config: str = "guard.xml", mon: str = "mon-ok.xml") -> Cluster:
-    cfg = cib.parse_cib((FIXTURES / config).read_bytes())
-    m = cib.parse_crm_mon((FIXTURES / mon).read_bytes())
+    cfg = fixtures.cib(config)
+    m = fixtures.mon(mon)
     # crm_simulate (which made the fixtures) lists the bundles' guest nodes as members; a live
     # crm_mon lists them as type="remote", which is what node_facts expects.
     for node in m.iterfind("nodes/node"):
