@@ -5,27 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lxml import etree
 
 from pcmkimg.core import cib as C
+from tests import fixtures
 from tests.offline._tools import run, write
 from tests.sandbox.require import need_tools
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 FLOATING = "cluster.common.tag/mariadb:pcmklatest"
 
 
-def load(name: str) -> etree._Element:
-    return C.parse_cib((FIXTURES / name).read_bytes())
-
-
-def canonical(el: etree._Element) -> tuple:
-    children = sorted(canonical(c) for c in el if isinstance(c.tag, str))
-    return (el.tag, tuple(sorted(el.attrib.items())), tuple(children))
-
-
 def config_of(path: Path) -> tuple:
-    return canonical(C.parse_cib(path.read_bytes()).find("configuration"))
+    return fixtures.canonical(C.parse_cib(path.read_bytes()).find("configuration"))
 
 
 EDITS = {
@@ -42,7 +32,7 @@ EDITS = {
 @pytest.mark.parametrize("name", sorted(EDITS))
 def test_patch_applies_with_cibadmin_and_verifies(tmp_path: Path, name: str) -> None:
     need_tools("cibadmin", "crm_verify")
-    start = load("status-ok.xml")  # a CIB with a status section and num_updates > 0
+    start = fixtures.cib("status-ok.xml")  # a CIB with a status section and num_updates > 0
     if name == "remove-guard":
         start = C.add_guard(start, "galera-bundle", FLOATING).new_cib
         change = C.remove_guard(start, "galera-bundle")
@@ -52,13 +42,13 @@ def test_patch_applies_with_cibadmin_and_verifies(tmp_path: Path, name: str) -> 
     patch = tmp_path / "patch.xml"
     patch.write_bytes(change.patch_xml())
     run("cibadmin", "--patch", "--xml-file", str(patch), cib_file=live)
-    assert config_of(live) == canonical(change.new_cib.find("configuration"))
+    assert config_of(live) == fixtures.canonical(change.new_cib.find("configuration"))
     run("crm_verify", "-x", str(live))
 
 
 def test_patch_is_refused_when_the_cib_moved(tmp_path: Path) -> None:
     need_tools("cibadmin", "crm_attribute")
-    start = load("base.xml")
+    start = fixtures.cib("base.xml")
     change = C.set_bundle_image(start, "galera-bundle", "x")
     live = write(tmp_path / "live.xml", start)
     run("crm_attribute", "-n", "other-change", "-v", "1", cib_file=live)  # someone else writes
@@ -71,11 +61,11 @@ def test_patch_is_refused_when_the_cib_moved(tmp_path: Path) -> None:
 
 def test_pcs_commands_make_the_same_guard(tmp_path: Path) -> None:
     need_tools("pcs")
-    base = load("base.xml")
+    base = fixtures.cib("base.xml")
     target = write(tmp_path / "pcs.xml", base)
     for argv in C.guard_pcs_commands(base, "galera-bundle", FLOATING):
         # --force: the guard agent is not installed on this machine
         extra = ["--force"] if argv[1:3] == ["resource", "create"] else []
         run(argv[0], "-f", str(target), *argv[1:], *extra)
     expected = C.add_guard(base, "galera-bundle", FLOATING).new_cib
-    assert config_of(target) == canonical(expected.find("configuration"))
+    assert config_of(target) == fixtures.canonical(expected.find("configuration"))

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.core import cib as C
+from tests import fixtures
 from tests.offline._tools import NODES, converge, run, simulate, status, write
 from tests.sandbox.require import need_tools
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 BUNDLE = "haproxy-bundle"
 GUARD = "haproxy-bundle-guard"
 
@@ -26,7 +26,7 @@ def _tools() -> None:
 
 
 def guarded_cib(tmp_path: Path, *, interleave: bool = True) -> Path:
-    base = C.parse_cib((FIXTURES / "base.xml").read_bytes())
+    base = fixtures.cib("base.xml")
     tree = C.add_guard(base, BUNDLE, "cluster.common.tag/haproxy:pcmklatest").new_cib
     if not interleave:
         tree = C.set_bundle_meta(tree, BUNDLE, "interleave", None).new_cib

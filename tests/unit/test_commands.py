@@ -25,9 +25,9 @@ from lxml import etree
 from pcmkimg import cli as pcmkimg_cli
 from pcmkimg.core import cib
 from pcmkimg.core import commands as C
+from tests import fixtures
 from tests.sandbox.require import need_tools
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 AGENT = Path("/usr/lib/ocf/resource.d/pcmkimg/floating-image")
 PACEMAKER_TOOLS = ("crm_resource", "crm_attribute", "cibadmin", "crm_mon")
 RC_USAGE, RC_NOSUCH = 64, 105
@@ -57,7 +57,7 @@ def _run(argv: Sequence[str], cib_file: Path | None = None) -> subprocess.Comple
 
 def copy(tmp_path: Path, fixture: str = "base.xml") -> Path:
     dest = tmp_path / fixture
-    shutil.copyfile(FIXTURES / fixture, dest)
+    shutil.copyfile(fixtures.path(fixture), dest)
     return dest
 
 

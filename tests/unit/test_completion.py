@@ -19,9 +19,9 @@ import pytest
 
 from pcmkimg import completion
 from pcmkimg.core import cib, naming
+from tests import fixtures
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests" / "fixtures" / "cib"
 BASH = shutil.which("bash") or "/bin/bash"
 
 # A bundle on a real image name: a BUNDLE (migrate takes it), not a SERVICE.
@@ -32,7 +32,7 @@ LEGACY = (
 
 
 def fixture_cib(name: str = "base.xml") -> str:
-    text = (FIXTURES / name).read_text()
+    text = fixtures.text(name)
     return text.replace("</resources>", LEGACY + "</resources>", 1)
 
 

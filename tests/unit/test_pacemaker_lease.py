@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pcmkimg.core import cib, lease
+from tests import fixtures
 
-BASE = cib.parse_cib(
-    (Path(__file__).resolve().parents[1] / "fixtures" / "cib" / "base.xml").read_bytes()
-)
+BASE = fixtures.cib("base.xml")
 NOW = 1_800_000_000.0
 
 
