@@ -58,7 +58,7 @@ from types import MappingProxyType
 
 from pcmkimg.core.naming import InvalidScheme, Scheme
 from pcmkimg.core.reference import InvalidReference, validate_domain
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import BadInput
 
 DEFAULT_PATH = Path("/etc/pcmkimg/pcmkimg.conf")
 """Where the configuration file is read from unless told otherwise."""
@@ -77,11 +77,11 @@ _SSH_KEYS = ("known_hosts", "identity_file", "connect_timeout")
 _BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
 
-class ConfigError(PcmkimgError):
+class ConfigError(BadInput):
     """The configuration file cannot be read or is malformed."""
 
 
-class NodeNotConfigured(PcmkimgError):
+class NodeNotConfigured(BadInput):
     """No podman URL is known for a node."""
 
 

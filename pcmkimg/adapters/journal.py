@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import Refused
 
 DEFAULT_DIR = Path("/var/lib/pcmkimg")
 FILE = "journal.jsonl"
 
 
-class UnsafeStateDir(PcmkimgError):
+class UnsafeStateDir(Refused):
     """The state directory could be written by someone else."""
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import Unreachable
 
 OPEN_TIMEOUT = 15.0
 """The longest :func:`open_tunnel` waits for the tunnel, in seconds."""
@@ -41,7 +41,7 @@ _HOST_KEY_WORDS = (
 )
 
 
-class TunnelFailed(PcmkimgError):
+class TunnelFailed(Unreachable):
     """ssh could not open the tunnel. ``stderr`` is what ssh said; ``host_key`` is True when
     ssh refused the host's key."""
 

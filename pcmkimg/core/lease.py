@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pcmkimg.adapters.pacemaker import Runner, query_cib, signals_held, sigterm_raises, update_cib
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import LeaseHeld, LeftBehind, PcmkimgError
 
 PROPERTY = "pcmkimg-lease"
 log = logging.getLogger(__name__)
@@ -39,11 +39,11 @@ _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _FIX_DELETE = cmd.quoted(cmd.delete_property(PROPERTY))
 
 
-class LeaseError(PcmkimgError):
+class LeaseError(LeaseHeld):
     """Base of the lease errors."""
 
 
-class LeaseNotReleasedError(PcmkimgError):
+class LeaseNotReleasedError(LeftBehind):
     """Our lease is still in the CIB: a person has to remove it."""
 
 

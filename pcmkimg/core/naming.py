@@ -28,17 +28,17 @@ from pcmkimg.core.reference import (
     validate_path_component,
     validate_tag,
 )
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import BadInput
 
 LEGACY_TAG = "pcmklatest"
 """The tag of TripleO's legacy floating names (``REG/NS/IMG:pcmklatest``)."""
 
 
-class InvalidScheme(PcmkimgError):
+class InvalidScheme(BadInput):
     """The floating-name scheme (prefix or tags) is not usable."""
 
 
-class NotFloatingName(PcmkimgError):
+class NotFloatingName(BadInput):
     """A reference is neither a common-tag nor a legacy floating name."""
 
 

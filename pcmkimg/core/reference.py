@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import BadInput
 
 NAME_MAX = 255
 """The most characters a name (``domain/path``) may have."""
@@ -92,7 +92,7 @@ _FIX_TAG = f"a tag is 1 to {TAG_MAX} of A-Z a-z 0-9 _ . - and starts with a lett
 _FIX_DIGEST = "write the digest as sha256:<64 lowercase hex digits> (or sha384, sha512)"
 
 
-class InvalidReference(PcmkimgError):
+class InvalidReference(BadInput):
     """A string is not a valid image reference, or a part of one is not valid.
 
     ``text`` is the offending input, ``reason`` says what is wrong and ``position`` (when known)

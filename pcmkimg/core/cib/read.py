@@ -9,7 +9,7 @@ from lxml import etree
 
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element, _int, _truthy
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import BadInput
 
 GUARD_AGENT = ("ocf", "pcmkimg", "floating-image")
 GUARD_RECORD = "pcmkimg-bundle-interleave"
@@ -17,11 +17,11 @@ GUARD_RECORD_UNSET = "unset"
 RUNTIMES = ("podman", "docker", "rkt")
 
 
-class BundleNotFoundError(PcmkimgError):
+class BundleNotFoundError(BadInput):
     """No bundle with the given id in the CIB."""
 
 
-class GuardConflictError(PcmkimgError):
+class GuardConflictError(BadInput):
     """An id the guard needs is taken by something that is not the guard."""
 
 

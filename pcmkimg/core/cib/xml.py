@@ -8,7 +8,7 @@ from typing import NamedTuple, Union
 from lxml import etree
 
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import Unreachable
 
 Element = etree._Element
 XmlInput = Union[bytes, str]
@@ -17,11 +17,11 @@ _FIX_CIB = f"pass the unmodified output of {cmd.quoted(cmd.query_cib())} (or a f
 _FIX_MON = f"pass the unmodified output of {cmd.quoted(cmd.status_xml())}"
 
 
-class CibParseError(PcmkimgError):
+class CibParseError(Unreachable):
     """The XML is malformed, or carries a DOCTYPE/entities (refused: never resolved)."""
 
 
-class CibStructureError(PcmkimgError):
+class CibStructureError(Unreachable):
     """Well-formed XML that is not a CIB (or not crm_mon XML) as Pacemaker writes it."""
 
 
