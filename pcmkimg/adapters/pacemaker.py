@@ -33,7 +33,7 @@ from lxml import etree
 
 from pcmkimg.core import cib, plan
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import LeftBehind, NodeFailed, Refused, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ RC_TIMEOUT = 124
 # --------------------------------------------------------------------------- errors
 
 
-class PacemakerError(PcmkimgError):
+class PacemakerError(Unreachable):
     """Base of the errors of this adapter."""
 
 
@@ -86,7 +86,7 @@ class NotFoundError(ToolError):
     """A resource, node or attribute does not exist."""
 
 
-class NoQuorumError(ToolError):
+class NoQuorumError(ToolError, Refused):
     """The cluster (partition) has no quorum."""
 
 
@@ -98,15 +98,15 @@ class PacemakerTimeoutError(ToolError):
     """A tool (or the cluster, for ``--wait``/``--restart``) did not finish in time."""
 
 
-class OfflineError(PacemakerError):
+class OfflineError(PacemakerError, Refused):
     """The operation needs a live cluster but the runner works on a CIB file."""
 
 
-class RestartRefusedError(PacemakerError):
+class RestartRefusedError(PacemakerError, Refused):
     """A replica restart was refused before touching anything (the reason says why)."""
 
 
-class RestartFailedError(PacemakerError):
+class RestartFailedError(PacemakerError, NodeFailed):
     """The replica did not come back: a failed operation, or not active on its node."""
 
     def __init__(self, message: str, fix: str = "", *, failures: Sequence[cib.Failure] = ()):
@@ -114,7 +114,7 @@ class RestartFailedError(PacemakerError):
         super().__init__(message, fix)
 
 
-class BanNotRemovedError(PacemakerError):
+class BanNotRemovedError(PacemakerError, LeftBehind):
     """The ``cli-ban`` left by a restart could not be removed."""
 
 

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from types import MappingProxyType
 
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import BadInput, Unreachable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # Errors: one type per failure kind.
 
 
-class ImageError(PcmkimgError):
+class ImageError(Unreachable):
     """A podman image operation on a node failed. ``node`` and ``ref`` say where and what."""
 
     def __init__(self, message: str, fix: str = "", *, node: str, ref: object = None) -> None:
@@ -42,7 +42,7 @@ class NodeUnreachable(ImageError):
     """The node's podman API service cannot be reached."""
 
 
-class NodesUnreachable(PcmkimgError):
+class NodesUnreachable(Unreachable):
     """One or more nodes' image stores can't be reached."""
 
 
@@ -194,7 +194,7 @@ class InvalidName(ImageError):
     """A name given to the store is not a valid reference, or not one usable here."""
 
 
-class DigestMismatch(ImageError):
+class DigestMismatch(ImageError, BadInput):
     """The image has another digest than the one expected."""
 
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pcmkimg.core import cib, naming
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.reference import Reference
-from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.errors import Refused, UsageError
 
 Say = Callable[[str], None]
 """Where a workflow says what it does (stderr in the CLI)."""
 
 
-class PreflightFailed(PcmkimgError):
+class PreflightFailed(Refused):
     """The cluster is not in a state where an update (or another change) may start."""
 
 
@@ -33,7 +33,7 @@ class UnknownNode(UsageError):
     """A node named on the command line is not a cluster node that can run the bundle."""
 
 
-class NodeNotReady(PcmkimgError):
+class NodeNotReady(Refused):
     """A target node is offline, in standby or in maintenance."""
 
 

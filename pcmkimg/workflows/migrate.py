@@ -21,10 +21,10 @@ from pcmkimg.core import commands as cmd
 from pcmkimg.core.images import NodesUnreachable
 from pcmkimg.core.plan import Cluster, PreflightFailed, Say, node_facts
 from pcmkimg.core.reference import InvalidReference
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import LeftBehind, PcmkimgError
 
 
-class MigrationIncomplete(PcmkimgError):
+class MigrationIncomplete(LeftBehind):
     """The bundle names the floating name but was left unmanaged: a person finishes the job."""
 
 

@@ -17,23 +17,23 @@ from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import cib, lease, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.reference import Reference, parse
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, PcmkimgError, Unreachable
 
 
-class PullsFailed(PcmkimgError):
+class PullsFailed(Unreachable):
     """A pull failed on at least one node; nothing was retagged or restarted."""
 
 
-class DigestRefused(PcmkimgError):
+class DigestRefused(BadInput):
     """The image pulled under the given tag has another digest than the one asked for;
     nothing was retagged or restarted."""
 
 
-class UpdateFailed(PcmkimgError):
+class UpdateFailed(NodeFailed):
     """The update failed on a node, and that node was rolled back."""
 
 
-class RollbackFailed(PcmkimgError):
+class RollbackFailed(LeftBehind):
     """The update failed on a node and rolling that node back failed too."""
 
 
