@@ -24,7 +24,16 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.errors import (
+    BadInput,
+    LeaseHeld,
+    LeftBehind,
+    NodeFailed,
+    PcmkimgError,
+    Refused,
+    Unreachable,
+    UsageError,
+)
 from pcmkimg.workflows import update as execute
 
 # --------------------------------------------------------------------------- exit codes
@@ -41,83 +50,31 @@ INTERRUPTED = 130
 TERMINATED = 143
 
 
-def exit_code(exc: BaseException) -> int:
-    """The one place where failure kinds become exit codes."""
-    from pcmkimg.adapters import podman as images
-    from pcmkimg.adapters import tunnel
-    from pcmkimg.core import lease, reference
-    from pcmkimg.workflows import migrate
+# The one place where failure kinds become exit codes: by the kind's family (pcmkimg.errors).
+FAMILY_CODES: dict[type[PcmkimgError], int] = {
+    BadInput: BAD_INPUT,
+    Refused: PROBLEMS,
+    LeaseHeld: LEASE_HELD,
+    Unreachable: UNREACHABLE,
+    NodeFailed: UPDATE_FAILED,
+    LeftBehind: ROLLBACK_FAILED,
+}
 
-    table: list[tuple[tuple[type[BaseException], ...], int]] = [
-        # Something is left for a person to do by hand; the message says what.
-        (
-            (
-                execute.RollbackFailed,
-                GuardHalfWired,
-                pacemaker.BanNotRemovedError,
-                lease.LeaseNotReleasedError,
-                migrate.MigrationIncomplete,
-            ),
-            ROLLBACK_FAILED,
-        ),
-        ((execute.UpdateFailed, pacemaker.RestartFailedError), UPDATE_FAILED),
-        # Held by another process, taken over while we worked, or a value we can't read: in
-        # every case another pcmkimg (or a person) owns the lease, and the message says which.
-        ((lease.LeaseError,), LEASE_HELD),
-        # Before ImageError: the operator's digest does not match, a bad input.
-        ((execute.DigestRefused, images.DigestMismatch), BAD_INPUT),
-        (
-            (
-                execute.PullsFailed,
-                execute.NodesUnreachable,
-                images.ImageError,
-                tunnel.TunnelFailed,
-                pacemaker.ClusterUnreachableError,
-                pacemaker.ToolMissingError,
-                pacemaker.PacemakerTimeoutError,
-            ),
-            UNREACHABLE,
-        ),
-        (
-            (
-                execute.PreflightFailed,
-                plan.NodeNotReady,
-                pacemaker.NoQuorumError,
-                pacemaker.RestartRefusedError,
-                pacemaker.OfflineError,
-                journal.UnsafeStateDir,
-                CheckFailed,
-            ),
-            PROBLEMS,
-        ),
-        (
-            (
-                UsageError,
-                reference.InvalidReference,
-                naming.InvalidScheme,
-                naming.NotFloatingName,
-                config.ConfigError,
-                config.NodeNotConfigured,
-                cib.BundleNotFoundError,
-                cib.GuardConflictError,
-                click.UsageError,
-            ),
-            BAD_INPUT,
-        ),
-        # Any other failure of a Pacemaker tool or of its output: the cluster side failed us.
-        ((pacemaker.PacemakerError, cib.CibParseError, cib.CibStructureError), UNREACHABLE),
-    ]
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of a failure: signals first, then the family of the kind, else a bug."""
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
     if isinstance(exc, pacemaker.Terminated):
         return TERMINATED
-    for kinds, code in table:
-        if isinstance(exc, kinds):
-            return code
+    if isinstance(exc, click.UsageError):
+        return BAD_INPUT
+    if isinstance(exc, PcmkimgError) and exc.family is not None:
+        return FAMILY_CODES.get(exc.family, INTERNAL)
     return INTERNAL
 
 
-class CheckFailed(PcmkimgError):
+class CheckFailed(Refused):
     """``pcmkimg check`` found problems."""
 
 
@@ -329,7 +286,10 @@ def update(
         try:
             updater.run(the_plan, target, digest, not no_restart, report)
         except BaseException as exc:
-            exc.report = report.as_dict()  # type: ignore[attr-defined]
+            if isinstance(exc, PcmkimgError):
+                exc.report = report.as_dict()
+            else:  # an interruption (or a bug) carries the report too: --json shows it
+                exc.__dict__["report"] = report.as_dict()
             try:
                 jrnl.record("aborted", service=the_plan.bundle.service, error=str(exc))
             except OSError:
