@@ -13,7 +13,14 @@ from pcmkimg import agent, cli  # noqa: F401 - agent: its error types are in the
 from pcmkimg.adapters import config, journal, pacemaker, tunnel
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming, plan, reference
-from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.errors import (
+    FAMILIES,
+    BadInput,
+    PcmkimgError,
+    Refused,
+    Unreachable,
+    UsageError,
+)
 from pcmkimg.workflows import (
     migrate,
     status,  # noqa: F401 - its error types are in the tree below
@@ -121,6 +128,54 @@ def test_every_error_kind_has_a_code_or_is_knowingly_unclassified() -> None:
         if kind.__module__.startswith("pcmkimg.") and kind not in UNCLASSIFIED:
             exc = kind.__new__(kind)
             assert kind in tested or cli.exit_code(exc) != cli.INTERNAL, kind
+
+
+def test_every_error_kind_is_in_exactly_one_family() -> None:
+    # Its exit code is its family's, and nothing else: not the order of a table, nor of its bases.
+    assert set(cli.FAMILY_CODES) == set(FAMILIES)
+    assert len(set(cli.FAMILY_CODES.values())) == len(FAMILIES)
+    for kind in _kinds(PcmkimgError) - set(FAMILIES) - UNCLASSIFIED:
+        if not kind.__module__.startswith("pcmkimg."):
+            continue
+        named = [base for base in kind.__bases__ if base in FAMILIES]
+        assert len(named) <= 1, kind
+        assert kind.family in FAMILIES and issubclass(kind, kind.family), kind
+        inherited = {base.family for base in kind.__bases__ if issubclass(base, PcmkimgError)}
+        assert named == [kind.family] or inherited == {kind.family}, kind
+        assert cli.exit_code(kind.__new__(kind)) == cli.FAMILY_CODES[kind.family], kind
+    for kind in UNCLASSIFIED | {PcmkimgError}:
+        assert kind.family is None and cli.exit_code(kind.__new__(kind)) == cli.INTERNAL
+
+
+def test_a_kind_names_its_family_or_has_its_bases_one() -> None:
+    class Base(Unreachable):
+        pass
+
+    class Refusing(Base, Refused):  # the family it names wins, first or last
+        pass
+
+    class Bad(BadInput, Base):
+        pass
+
+    class Plain(Base):
+        pass
+
+    assert (Refusing.family, Bad.family, Plain.family) == (Refused, BadInput, Unreachable)
+    with pytest.raises(TypeError, match="two exit families"):
+
+        class Two(BadInput, Refused):
+            pass
+
+    with pytest.raises(TypeError, match="name one"):
+
+        class Unsure(Refusing, Plain):
+            pass
+
+
+def test_the_report_is_an_attribute_of_every_error() -> None:
+    assert PcmkimgError("x").report is None
+    assert PcmkimgError("x", "fix", {"done": 1}).report == {"done": 1}
+    assert images.NodeUnreachable("x", **NODE).report is None
 
 
 # --------------------------------------------------------------------------- main(), offline
