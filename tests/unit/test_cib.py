@@ -286,6 +286,55 @@ def test_properties_and_defaults() -> None:
     assert C.rsc_defaults(C.parse_cib(b"<cib><configuration/></cib>")) == {}
 
 
+READERS = {
+    "bundles": lambda t: C.bundles(t),
+    "bundle": lambda t: C.bundle(t, "galera-bundle"),
+    "nodes": lambda t: C.nodes(t),
+    "cli_constraints": lambda t: C.cli_constraints(t),
+    "order_constraints": lambda t: C.order_constraints(t),
+    "colocation_constraints": lambda t: C.colocation_constraints(t),
+    "cluster_properties": lambda t: C.cluster_properties(t),
+    "rsc_defaults": lambda t: C.rsc_defaults(t),
+    "banned_nodes": lambda t: C.banned_nodes(t, "galera-bundle"),
+    "guard_ids": lambda t: C.guard_ids("galera-bundle"),
+    "guard_pcs_commands": lambda t: C.guard_pcs_commands(t, "galera-bundle", FLOATING),
+}
+SECTIONS = ("crm_config", "nodes", "resources", "constraints", "rsc_defaults")
+
+
+def test_every_reader_is_listed() -> None:
+    import inspect
+
+    from pcmkimg.core.cib import read
+
+    public = {
+        name
+        for name, fn in vars(read).items()
+        if inspect.isfunction(fn) and fn.__module__ == read.__name__ and not name.startswith("_")
+    }
+    assert public <= set(READERS), f"add the new reader(s) to READERS: {public - set(READERS)}"
+
+
+@pytest.mark.parametrize("missing", [*SECTIONS, "all"])
+@pytest.mark.parametrize("fixture", ["base.xml", "guard.xml"])
+def test_readers_never_create_a_missing_section(fixture: str, missing: str) -> None:
+    tree = load(fixture)
+    configuration = tree.find("configuration")
+    for name in SECTIONS if missing == "all" else (missing,):
+        section = configuration.find(name)
+        if section is not None:
+            configuration.remove(section)
+    before = C.to_xml(tree)
+    for reader in READERS.values():
+        try:
+            reader(tree)
+        except C.BundleNotFoundError:
+            pass  # no <resources>: no bundle, and nothing to read
+    assert C.to_xml(tree) == before
+    if missing != "resources" and missing != "all":
+        assert C.bundle(tree, "galera-bundle").image  # the rest still reads
+
+
 # --------------------------------------------------------------------------- status
 
 

@@ -18,9 +18,9 @@ from pcmkimg.core.cib.read import (
     _bundle_element,
     _by_id,
     _config_elements,
+    _find_section,
     _guard_clone,
     _nvpairs,
-    _section,
     guard_ids,
 )
 from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element
@@ -30,6 +30,16 @@ GUARD_OPS = (("monitor", "30s", "30s"), ("start", "0s", "60s"), ("stop", "0s", "
 
 
 # --------------------------------------------------------------------------- small helpers
+
+
+def _section(cib: Element, name: str) -> Element:
+    """The section ``name`` of the configuration, created when missing (edits only)."""
+    section = _find_section(cib, name)
+    if section is None:
+        config = cib.find("configuration")
+        assert config is not None  # _find_section raised otherwise
+        section = etree.SubElement(config, name)
+    return section
 
 
 def _xml_id(text: str) -> str:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from lxml import etree
-
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element, _int, _truthy
 from pcmkimg.errors import BadInput
@@ -56,14 +54,13 @@ def _by_id(cib: Element, element_id: str) -> Element | None:
     return None
 
 
-def _section(cib: Element, name: str) -> Element:
+def _find_section(cib: Element, name: str) -> Element | None:
+    """The section ``name`` of the configuration; None when the CIB has none (readers never
+    create one: only the edits do, in their copy)."""
     config = cib.find("configuration")
     if config is None:
         raise CibStructureError("CIB has no <configuration>", _FIX_CIB)
-    section = config.find(name)
-    if section is None:
-        section = etree.SubElement(config, name)
-    return section
+    return config.find(name)
 
 
 # --------------------------------------------------------------------------- configuration
@@ -233,7 +230,9 @@ def _bundle_from(cib: Element, el: Element) -> Bundle:
 
 
 def _bundle_elements(cib: Element) -> Iterator[Element]:
-    yield from _section(cib, "resources").iter("bundle")
+    resources = _find_section(cib, "resources")
+    if resources is not None:
+        yield from resources.iter("bundle")
 
 
 def _bundle_element(cib: Element, bundle_id: str) -> Element:
@@ -269,13 +268,14 @@ def nodes(cib: Element) -> list[Node]:
     of bundle replicas are not listed: they are not hosts.
     """
     found: dict[str, Node] = {}
-    for el in _section(cib, "nodes").findall("node"):
+    members = _find_section(cib, "nodes")
+    for el in members.findall("node") if members is not None else ():
         kind = el.get("type", "member")
         kind = "member" if kind == "normal" else kind
         uname = el.get("uname", el.get("id", ""))
         found[uname] = Node(id=el.get("id", uname), uname=uname, kind=kind)
-    resources = _section(cib, "resources")
-    for prim in resources.iter("primitive"):
+    resources = _find_section(cib, "resources")
+    for prim in resources.iter("primitive") if resources is not None else ():
         parent = prim.getparent()
         if parent is not None and parent.tag == "bundle":
             continue
@@ -326,7 +326,8 @@ class ColocationConstraint:
 
 
 def _constraints(cib: Element, tag: str) -> list[Element]:
-    return _section(cib, "constraints").findall(tag)
+    section = _find_section(cib, "constraints")
+    return section.findall(tag) if section is not None else []
 
 
 def cli_constraints(cib: Element) -> list[CliConstraint]:
@@ -375,14 +376,14 @@ def colocation_constraints(cib: Element) -> list[ColocationConstraint]:
 
 def cluster_properties(cib: Element) -> dict[str, str]:
     """nvpairs of the ``crm_config`` cluster_property_sets (first set wins)."""
-    return _nvpairs(_section(cib, "crm_config"), "cluster_property_set")
+    return _nvpairs(_find_section(cib, "crm_config"), "cluster_property_set")
 
 
 def rsc_defaults(cib: Element) -> dict[str, str]:
     """Resource defaults (e.g. ``resource-stickiness``); rule-less meta sets only."""
-    section = _section(cib, "rsc_defaults")
+    section = _find_section(cib, "rsc_defaults")
     result: dict[str, str] = {}
-    for nvset in section.findall("meta_attributes"):
+    for nvset in section.findall("meta_attributes") if section is not None else ():
         if nvset.find("rule") is not None:
             continue
         for nv in nvset.findall("nvpair"):
