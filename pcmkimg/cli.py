@@ -20,6 +20,7 @@ import click
 
 from pcmkimg import __version__
 from pcmkimg.adapters import config, journal, pacemaker
+from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.core import cib, naming, plan
@@ -313,6 +314,7 @@ def _journal_path(env: Env):  # type: ignore[no-untyped-def]
 @timeout_option(300, "Seconds to wait for the restart.")
 def rollback(service: str, node: str, timeout: int) -> None:
     """Move the floating name back to the rollback image on NODE and restart that replica."""
+    from pcmkimg.adapters import lease as leasing
     from pcmkimg.core import lease
 
     env = _env()
@@ -327,7 +329,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
     back = naming.rollback_name(bundle.service, env.conf.scheme)
     jrnl = journal.open_journal(_journal_path(env))
     ttl = lease.ttl_for(timeout)
-    with _stores(env) as stores, lease.held(env.runner, ttl) as held:
+    with _stores(env) as stores, leasing.held(env.runner, ttl) as held:
         store = stores.get(node)
         target = store.resolve(back)
         from pcmkimg.adapters import podman as images
@@ -339,7 +341,7 @@ def rollback(service: str, node: str, timeout: int) -> None:
             )
 
         def renew() -> None:
-            lease.renew(env.runner, held, ttl)
+            leasing.renew(env.runner, held, ttl)
 
         updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout, renew)
         updater.baseline = plan.health(cluster.status, bundle.id)
@@ -570,10 +572,9 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
             f"not cluster nodes: {', '.join(unknown)}", f"cluster nodes: {', '.join(known)}"
         )
     targets = known if every else list(nodes)
-    from pcmkimg.core import lease
 
     # Under the lease: an update's freshly pulled image must not be pruned before its retag.
-    with _stores(env) as stores, lease.held(env.runner):
+    with _stores(env) as stores, leasing.held(env.runner):
         results = stores.each(targets, lambda s: s.prune(bundle.service, keep=keep))
     failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
     doc = {n: r.__dict__ for n, r in results.items() if n not in failed}

@@ -11,25 +11,20 @@ winner's lease.
 
 A lease is stale, and may be taken over, once it expired (by the reader's clock: keep the
 nodes' clocks in sync) or when its holder ran on this host and its pid is gone. A holder that
-works longer than the TTL calls :func:`renew`. :func:`release` deletes only our own lease.
+works longer than the TTL renews it. Pure: the value, the claim and its staleness; taking,
+renewing and releasing it in the live CIB is :mod:`pcmkimg.adapters.lease`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import secrets
-import socket
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pcmkimg.adapters.pacemaker import Runner, query_cib, signals_held, sigterm_raises, update_cib
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import LeaseHeld, LeftBehind, PcmkimgError
+from pcmkimg.errors import LeaseHeld, LeftBehind
 
 PROPERTY = "pcmkimg-lease"
 log = logging.getLogger(__name__)
@@ -109,17 +104,7 @@ def read(config: cib.Element) -> Lease | None:
     return decode(text) if text else None
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def is_stale(lease: Lease, now: float, host: str, alive: Callable[[int], bool] = pid_alive) -> bool:
+def is_stale(lease: Lease, now: float, host: str, alive: Callable[[int], bool]) -> bool:
     """Expired, or held by a process of this host that is gone."""
     return lease.expires <= now or (lease.host == host and not alive(lease.pid))
 
@@ -128,7 +113,7 @@ def claim(
     config: cib.Element,
     mine: Lease,
     now: float,
-    alive: Callable[[int], bool] = pid_alive,
+    alive: Callable[[int], bool],
 ) -> cib.CibChange:
     """The change that writes ``mine``; :class:`LeaseHeldError` if a live lease is there.
 
@@ -141,100 +126,7 @@ def claim(
     return cib.set_cluster_property(config, PROPERTY, mine.encode())
 
 
-def current(runner: Runner) -> Lease | None:
-    """The lease as it is in the live CIB."""
-    return read(query_cib(runner))
-
-
-def acquire(
-    runner: Runner,
-    ttl: float = DEFAULT_TTL,
-    *,
-    host: str | None = None,
-    pid: int | None = None,
-    clock: Callable[[], float] = time.time,
-) -> Lease:
-    """Take the lease (or take over a stale one). :class:`LeaseHeldError` when it is held."""
-    mine = Lease(
-        host=host or socket.gethostname(),
-        pid=os.getpid() if pid is None else pid,
-        token=secrets.token_hex(8),
-        expires=float(int(clock() + ttl)),
-    )
-    update_cib(runner, lambda config: claim(config, mine, clock()))
-    return mine
-
-
-def renew(
-    runner: Runner,
-    lease: Lease,
-    ttl: float = DEFAULT_TTL,
-    *,
-    clock: Callable[[], float] = time.time,
-) -> Lease:
-    """Push our lease's expiry to ``now + ttl``; :class:`LeaseLostError` if it is not ours."""
-    renewed = replace(lease, expires=float(int(clock() + ttl)))
-
-    def edit(config: cib.Element) -> cib.CibChange:
-        found = read(config)
-        if found is None or not found.same_holder(lease):
-            raise LeaseLostError(
-                "the update lease is no longer ours"
-                + (f" (now held by pid {found.pid} on {found.host})" if found else " (gone)"),
-                f"another update may be running: check with {cmd.quoted(cmd.status())}, "
-                "then re-run",
-            )
-        return cib.set_cluster_property(config, PROPERTY, renewed.encode())
-
-    update_cib(runner, edit)
-    return renewed
-
-
-def release(runner: Runner, lease: Lease) -> bool:
-    """Delete the lease if it is still ours. False when it was not (nothing deleted)."""
-    released = True
-
-    def edit(config: cib.Element) -> cib.CibChange:
-        nonlocal released
-        found = read(config)
-        if found is None or not found.same_holder(lease):
-            released = False
-            return cib.make_change(config, config, "lease not ours: nothing to release")
-        released = True
-        return cib.delete_cluster_property(config, PROPERTY)
-
-    update_cib(runner, edit)
-    return released
-
-
 def ttl_for(timeout: float) -> float:
     """A TTL long enough for one restart (crm_resource --restart, then --wait) and its
     rollback, when the lease is renewed before each of them."""
     return max(DEFAULT_TTL, 4 * timeout + 120)
-
-
-@contextlib.contextmanager
-def held(runner: Runner, ttl: float = DEFAULT_TTL) -> Iterator[Lease]:
-    """Hold the lease for a block; released on every exit path (SIGINT and SIGTERM too)."""
-    with sigterm_raises():
-        lease = acquire(runner, ttl)
-        first: BaseException | None = None
-        try:
-            yield lease
-        except BaseException as exc:
-            first = exc
-            raise
-        finally:
-            with signals_held():
-                try:
-                    release(runner, lease)
-                except PcmkimgError as exc:
-                    before = ""
-                    if first is not None:
-                        said = first.one_line() if isinstance(first, PcmkimgError) else first
-                        before = f" (after: {said or type(first).__name__})"
-                    # Never let an interruption or another error hide a lease left behind.
-                    raise LeaseNotReleasedError(
-                        f"the update lease could not be released: {exc.message}{before}",
-                        f"{_FIX_DELETE} once no pcmkimg runs",
-                    ) from exc

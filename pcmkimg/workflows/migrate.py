@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming
@@ -150,7 +151,7 @@ def run_migration(
     runner: pacemaker.Runner, stores: images.Stores, m: Migration, say: Say, timeout: float = 300
 ) -> dict[str, Any]:
     ids = check_nodes(m, stores)
-    with lease.held(runner, max(lease.DEFAULT_TTL, 3 * timeout + 120)):
+    with leasing.held(runner, max(lease.DEFAULT_TTL, 3 * timeout + 120)):
         before = _containers(stores, m.nodes, f"{m.bundle}-")
         for node in m.nodes:
             stores.get(node).retag(m.floating, m.current)

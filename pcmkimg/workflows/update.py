@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.journal import Journal
@@ -581,13 +582,13 @@ class Updater:
             nodes=list(the_plan.targets),
         )
         ttl = lease.ttl_for(self.timeout)  # renewed before every node and every restart
-        with lease.held(self.runner, ttl) as held:
+        with leasing.held(self.runner, ttl) as held:
             self.say(f"lease taken ({held.host}, pid {held.pid})")
             current = held
 
             def renew() -> None:
                 nonlocal current
-                current = lease.renew(self.runner, current, ttl)
+                current = leasing.renew(self.runner, current, ttl)
 
             self.keepalive = renew
             cluster = pacemaker.read_cluster(self.runner)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.core import cib, lease
 
@@ -29,7 +30,7 @@ runner = pm.Runner(prefix=prefix)
 while time.time() < start:
     time.sleep(0.001)
 try:
-    held = lease.acquire(runner, ttl=120)
+    held = leasing.acquire(runner, ttl=120)
 except lease.LeaseHeldError as exc:
     print(json.dumps({"won": False, "holder": exc.holder.pid}), flush=True)
     sys.exit(0)
@@ -37,7 +38,7 @@ print(json.dumps({"won": True, "pid": os.getpid(), "token": held.token}), flush=
 if mode == "exit":
     os._exit(0)
 sys.stdin.read()
-print(json.dumps({"released": lease.release(runner, held)}), flush=True)
+print(json.dumps({"released": leasing.release(runner, held)}), flush=True)
 """
 
 HOLD = """
@@ -45,7 +46,7 @@ import sys, time
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.core import lease
 runner = pm.Runner(prefix=tuple(sys.argv[1:]))
-with lease.held(runner, ttl=120):
+with leasing.held(runner, ttl=120):
     print("held", flush=True)
     time.sleep(60)
 """
@@ -77,12 +78,16 @@ def spawn(code: str, *args: str) -> subprocess.Popen[str]:
 
 def test_two_writes_from_one_read_only_the_first_lands(runner: pm.Runner) -> None:
     config = pm.query_cib(runner)
-    first = lease.claim(config, lease.Lease("a", 1, "ta", time.time() + 60), time.time())
-    second = lease.claim(config, lease.Lease("b", 2, "tb", time.time() + 60), time.time())
+    first = lease.claim(
+        config, lease.Lease("a", 1, "ta", time.time() + 60), time.time(), leasing.pid_alive
+    )
+    second = lease.claim(
+        config, lease.Lease("b", 2, "tb", time.time() + 60), time.time(), leasing.pid_alive
+    )
     pm.push(runner, first)
     with pytest.raises(pm.CibChangedError):
         pm.push(runner, second)
-    assert lease.current(runner) == lease.Lease("a", 1, "ta", first_expiry(first))
+    assert lease.read(pm.query_cib(runner)) == lease.Lease("a", 1, "ta", first_expiry(first))
 
 
 def first_expiry(change: cib.CibChange) -> float:
@@ -100,12 +105,12 @@ def test_racing_processes_on_three_nodes_exactly_one_wins(cluster_sandbox, runne
         winners = [r for r in results if r.get("won")]
         assert len(winners) == 1, (results, [c.stderr.read() for c in children if c.poll()])  # type: ignore[union-attr]
         assert all(r.get("holder") == winners[0]["pid"] for r in results if not r.get("won"))
-        held = lease.current(runner)
+        held = lease.read(pm.query_cib(runner))
         assert held is not None and held.token == winners[0]["token"]
     finally:
         outs = [c.communicate(timeout=60)[0] for c in children]
     assert sum('"released": true' in out for out in outs) == 1
-    assert lease.current(runner) is None
+    assert lease.read(pm.query_cib(runner)) is None
 
 
 def test_lease_of_a_dead_process_on_this_host_is_taken_over(cluster_sandbox, runner) -> None:
@@ -114,37 +119,37 @@ def test_lease_of_a_dead_process_on_this_host_is_taken_over(cluster_sandbox, run
     out, err = child.communicate(timeout=60)
     dead = json.loads(out.splitlines()[0])
     assert dead["won"], err
-    stale = lease.current(runner)
+    stale = lease.read(pm.query_cib(runner))
     assert stale is not None and stale.pid == dead["pid"]
-    mine = lease.acquire(runner, ttl=30)
-    assert lease.current(runner) == mine and mine.pid == os.getpid()
-    assert lease.release(runner, mine)
+    mine = leasing.acquire(runner, ttl=30)
+    assert lease.read(pm.query_cib(runner)) == mine and mine.pid == os.getpid()
+    assert leasing.release(runner, mine)
 
 
 def test_held_elsewhere_is_refused_expired_is_taken_over(runner: pm.Runner) -> None:
     other = lease.Lease("elsewhere.example", 4242, "tok", float(int(time.time() + 300)))
     pm.update_cib(runner, lambda c: cib.set_cluster_property(c, lease.PROPERTY, other.encode()))
     with pytest.raises(lease.LeaseHeldError, match="pid 4242 on host elsewhere.example"):
-        lease.acquire(runner)
-    assert not lease.release(runner, lease.Lease("me", os.getpid(), "x", 0))
-    assert lease.current(runner) == other
+        leasing.acquire(runner)
+    assert not leasing.release(runner, lease.Lease("me", os.getpid(), "x", 0))
+    assert lease.read(pm.query_cib(runner)) == other
     expired = lease.Lease("elsewhere.example", 4242, "tok", float(int(time.time() - 1)))
     pm.update_cib(runner, lambda c: cib.set_cluster_property(c, lease.PROPERTY, expired.encode()))
-    mine = lease.acquire(runner, ttl=60)
-    renewed = lease.renew(runner, mine, ttl=600)
+    mine = leasing.acquire(runner, ttl=60)
+    renewed = leasing.renew(runner, mine, ttl=600)
     assert renewed.token == mine.token and renewed.expires > mine.expires
-    assert lease.current(runner) == renewed
-    assert lease.release(runner, mine)
+    assert lease.read(pm.query_cib(runner)) == renewed
+    assert leasing.release(runner, mine)
     with pytest.raises(lease.LeaseLostError):
-        lease.renew(runner, mine)
+        leasing.renew(runner, mine)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_held_lease_is_released_on_a_signal(cluster_sandbox, runner, signum) -> None:
     child = spawn(HOLD, *cluster_sandbox.cluster.node("controller-2").enter())
     assert child.stdout.readline().strip() == "held"  # type: ignore[union-attr]
-    assert lease.current(runner) is not None
+    assert lease.read(pm.query_cib(runner)) is not None
     child.send_signal(signum)
     child.communicate(timeout=60)
     assert child.returncode != 0
-    assert lease.current(runner) is None
+    assert lease.read(pm.query_cib(runner)) is None

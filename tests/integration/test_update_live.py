@@ -616,8 +616,9 @@ def test_a_second_update_while_one_runs_is_refused_naming_the_holder(stack: Stac
     )
     try:
         wait_exec(child)
-        wait_until("the lease is taken", lambda: lease.current(stack.runner) is not None, child)
-        holder = lease.current(stack.runner)
+        taken = lambda: lease.read(pm.query_cib(stack.runner)) is not None  # noqa: E731
+        wait_until("the lease is taken", taken, child)
+        holder = lease.read(pm.query_cib(stack.runner))
         assert holder is not None and holder.pid == child.pid
         out = stack.pcmkimg(
             "--json", "update", SERVICE, "--image", stack.ref(NEW), "--all", node="controller-2"

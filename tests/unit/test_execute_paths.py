@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.config import Config
@@ -819,16 +820,16 @@ def test_a_guard_failure_beside_a_running_replica_is_cleaned_and_the_replica_res
 
 
 class FakeLease:
-    """lease.acquire/renew/release, writing into the cluster's event list."""
+    """leasing.acquire/renew/release, writing into the cluster's event list."""
 
     def __init__(self, cluster: FakeCluster) -> None:
         self.cluster = cluster
         self.held = lease.Lease("ctl0", 4242, "t0", 1000.0)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeLease:
-        monkeypatch.setattr(lease, "acquire", self.acquire)
-        monkeypatch.setattr(lease, "renew", self.renew)
-        monkeypatch.setattr(lease, "release", self.release)
+        monkeypatch.setattr(leasing, "acquire", self.acquire)
+        monkeypatch.setattr(leasing, "renew", self.renew)
+        monkeypatch.setattr(leasing, "release", self.release)
         return self
 
     def acquire(self, runner: pacemaker.Runner, ttl: float = lease.DEFAULT_TTL) -> lease.Lease:
