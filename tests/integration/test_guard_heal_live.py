@@ -30,13 +30,8 @@ MONITOR_S = 5
 @pytest.fixture(scope="module")
 def guarded(cluster_sandbox):  # type: ignore[no-untyped-def]
     cl = cluster_sandbox.cluster
-    with cl.guarded_bundle(BUNDLE, FLOATING, cluster_sandbox.ref("ns1/svc:1.0")):
-        # A short monitor, so that the guard looks within seconds (the default is 30 s).
-        cl.run(
-            "controller-0",
-            ["pcs", "resource", "update", GUARD, "op", "monitor", f"interval={MONITOR_S}s"],
-        )
-        wait_idle(cl)
+    # A short monitor, so that the guard looks within seconds (the default is 30 s).
+    with cl.guarded_bundle(BUNDLE, FLOATING, cluster_sandbox.ref("ns1/svc:1.0"), monitor=MONITOR_S):
         yield cluster_sandbox
 
 

@@ -99,39 +99,12 @@ def guarded(cluster_sandbox) -> Iterator[Guarded]:  # type: ignore[no-untyped-de
     sb = cluster_sandbox
     cl = sb.cluster
     refs = {node: sb.ref(path) for node, path in REAL.items()}
-    try:
-        for node, ref in refs.items():
-            cl.podman(node, "pull", "-q", ref)
-            cl.podman(node, "tag", ref, FLOATING)
-        cl.run(
-            "controller-0",
-            ["pcs", "resource", "bundle", "create", BUNDLE, "container", "podman"]
-            + [f"image={FLOATING}", "replicas=3", "network=host"],
-        )
+    with cl.seeded_bundle(BUNDLE, FLOATING, refs["controller-0"], refs=refs):
         before, _ = cib_config(cl)
-        cl.pcmkimg("controller-0", "guard", "add", BUNDLE)
         # A shorter monitor than the default 30 s, so that degraded shows within seconds.
-        cib = etree.fromstring(
-            cl.run("controller-0", ["cibadmin", "-Q", "-o", "resources"]).stdout.encode(),
-            SAFE_PARSER,
-        )
-        op = cib.find(f".//primitive[@id='{GUARD}']/operations/op[@name='monitor']")
-        assert op is not None
-        xml = f'<op id="{op.get("id")}" interval="{MONITOR_S}s"/>'
-        cl.run("controller-0", ["cibadmin", "--modify", "--xml-text", xml])
+        cl.guard(BUNDLE, monitor=MONITOR_S)
         assert_healthy(cl)
         yield Guarded(cl, refs, before)
-    finally:
-        for argv in (
-            ["pcs", "resource", "delete", CLONE, "--force"],
-            ["pcs", "resource", "delete", BUNDLE, "--force"],
-            ["crm_resource", "--cleanup"],
-        ):
-            cl.run("controller-0", argv, check=False, timeout=120)
-        wait_idle(cl)
-        for node, ref in refs.items():
-            cl.podman(node, "untag", ref, FLOATING, check=False)
-            cl.podman(node, "rmi", ref, check=False)
 
 
 def test_missing_name_fails_the_guard_not_the_bundle(guarded: Guarded) -> None:
