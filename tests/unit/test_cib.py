@@ -458,12 +458,6 @@ def test_patch_source_is_original_version() -> None:
     }
 
 
-def test_bump_epoch() -> None:
-    tree = load("base.xml")
-    bumped = C.bump_epoch(tree)
-    assert C.cib_version(bumped) == (0, 16, 0) and C.cib_version(tree) == (0, 15, 0)
-
-
 def test_set_and_delete_bundle_meta() -> None:
     tree = load("base.xml")
     change = C.set_bundle_meta(tree, "redis-bundle", "target-role", "Stopped")
@@ -552,28 +546,6 @@ def test_remove_guard_drops_other_constraints_on_it() -> None:
     )
     with pytest.raises(C.GuardConflictError, match="resource set"):
         C.remove_guard(sets, "galera-bundle")
-
-
-def test_clear_cli_constraints() -> None:
-    bans = load("bans.xml")
-    one = C.clear_cli_constraints(bans, "galera-bundle", "controller-1")
-    assert [c.id for c in C.cli_constraints(one.new_cib)] == [
-        "cli-ban-redis-bundle-on-controller-2",
-        "cli-ban-galera-bundle-on-controller-2",
-        "cli-prefer-haproxy-bundle",
-    ]
-    deletes = [c.get("path") for c in C.patch_changes(one.patch) if c.get("operation") == "delete"]
-    assert deletes == [
-        "/cib/configuration/constraints/rsc_location[@id='cli-ban-galera-bundle-on-controller-1']"
-    ]
-    every = C.clear_cli_constraints(bans, "galera-bundle")
-    assert {c.resource for c in C.cli_constraints(every.new_cib)} == {
-        "redis-bundle",
-        "haproxy-bundle",
-    }
-    assert C.clear_cli_constraints(bans, "haproxy-bundle").empty
-    assert not C.clear_cli_constraints(bans, "haproxy-bundle", prefer=True).empty
-    assert C.clear_cli_constraints(load("base.xml"), "galera-bundle").empty
 
 
 def test_cluster_property_set_and_delete() -> None:

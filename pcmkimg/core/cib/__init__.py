@@ -28,7 +28,6 @@ from __future__ import annotations
 from pcmkimg.core.cib.edit import (
     GUARD_OPS,
     add_guard,
-    clear_cli_constraints,
     delete_cluster_property,
     guard_pcs_commands,
     remove_guard,
@@ -40,7 +39,6 @@ from pcmkimg.core.cib.patch import (
     CibChange,
     make_change,
     patch_changes,
-    patchset,
 )
 from pcmkimg.core.cib.read import (
     GUARD_AGENT,
@@ -82,7 +80,6 @@ from pcmkimg.core.cib.xml import (
     CibVersion,
     Element,
     XmlInput,
-    bump_epoch,
     cib_version,
     parse_cib,
     parse_crm_mon,
@@ -118,11 +115,9 @@ __all__ = [
     "XmlInput",
     "add_guard",
     "banned_nodes",
-    "bump_epoch",
     "bundle",
     "bundles",
     "cib_version",
-    "clear_cli_constraints",
     "cli_constraints",
     "clone_instances",
     "cluster_properties",
@@ -138,7 +133,6 @@ __all__ = [
     "parse_crm_mon",
     "parse_xml",
     "patch_changes",
-    "patchset",
     "remove_guard",
     "rsc_defaults",
     "set_bundle_image",

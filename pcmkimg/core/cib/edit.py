@@ -262,26 +262,6 @@ def remove_guard(cib: Element, bundle_id: str) -> CibChange:
     return make_change(cib, new, f"remove guard {ids['clone']} from {bundle_id}")
 
 
-def clear_cli_constraints(
-    cib: Element, resource: str, node: str | None = None, *, prefer: bool = False
-) -> CibChange:
-    """Delete leftover ``cli-ban-*`` (and with ``prefer``, ``cli-prefer-*``) locations of
-    ``resource`` (on ``node`` only, if given), as ``crm_resource --clear`` would."""
-    new = copy.deepcopy(cib)
-    prefixes = ("cli-ban-", "cli-prefer-") if prefer else ("cli-ban-",)
-    removed = []
-    for el in _section(new, "constraints").findall("rsc_location"):
-        if (
-            el.get("id", "").startswith(prefixes)
-            and el.get("rsc") == resource
-            and (node is None or el.get("node") == node)
-        ):
-            removed.append(el.get("id", ""))
-            _detach(el)
-    what = ", ".join(removed) if removed else "nothing"
-    return make_change(cib, new, f"clear {what}")
-
-
 def _property_sets(cib: Element) -> list[Element]:
     return _section(cib, "crm_config").findall("cluster_property_set")
 

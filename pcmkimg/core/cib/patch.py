@@ -102,18 +102,6 @@ def _patch(original: Element, new: Element, changes: Iterable[Element]) -> Eleme
     return diff
 
 
-def patchset(original: Element, new: Element) -> Element:
-    """A Pacemaker format-2 patchset from ``original`` to ``new`` (``cibadmin --patch``).
-
-    Its source version is ``original``'s: Pacemaker applies it only to a CIB of exactly that
-    version. Elements are matched by tag and id (id-less ones by tag and order); a change of
-    sibling order alone is not expressed (no edit here reorders).
-    """
-    changes = etree.Element("changes")
-    _diff_children(original, new, changes)
-    return _patch(original, new, list(changes))
-
-
 def patch_changes(patch: Element) -> list[Element]:
     return patch.findall("change")
 
@@ -141,7 +129,11 @@ class CibChange:
 
 def make_change(original: Element, edited: Element, description: str) -> CibChange:
     """Wrap ``edited`` (an edited copy of ``original``, taken over): bump its epoch when the
-    content differs, and build the patch."""
+    content differs, and build the format-2 patch from ``original`` to it.
+
+    The patch's source version is ``original``'s: Pacemaker applies it only to a CIB of exactly
+    that version. Elements are matched by tag and id (id-less ones by tag and order); a change
+    of sibling order alone is not expressed (no edit here reorders)."""
     changes = etree.Element("changes")
     _diff_children(original, edited, changes)
     if len(changes) or dict(original.attrib.items()) != dict(edited.attrib.items()):

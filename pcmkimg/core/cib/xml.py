@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import NamedTuple, Union
 
 from lxml import etree
@@ -110,15 +109,6 @@ def cib_version(cib: Element) -> CibVersion:
                 f"CIB attribute {name}={text!r} is not a number", _FIX_CIB
             ) from None
     return CibVersion(*values)
-
-
-def bump_epoch(cib: Element) -> Element:
-    """A copy with ``epoch`` + 1 and ``num_updates`` 0, as Pacemaker counts a config change."""
-    new = copy.deepcopy(cib)
-    version = cib_version(cib)
-    new.set("epoch", str(version.epoch + 1))
-    new.set("num_updates", "0")
-    return new
 
 
 # --------------------------------------------------------------------------- small helpers
