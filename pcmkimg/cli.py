@@ -1,6 +1,6 @@
 """The ``pcmkimg`` command line (click).
 
-Errors are mapped to exit codes here and nowhere else (see ``EXIT_CODES`` and the README).
+Errors are mapped to exit codes here and nowhere else, by their family (``FAMILY_CODES``, README).
 Every command prints one line ``pcmkimg: error: ...; fix: ...`` on failure, and with
 ``--json`` also a JSON document ``{"error": ..., "exit_code": ...}`` on stdout.
 """
