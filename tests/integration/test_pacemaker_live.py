@@ -14,7 +14,7 @@ import pytest
 
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.core import cib
-from tests.sandbox.cluster import Cluster, wait_idle
+from tests.sandbox.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = "pm-bundle"
@@ -44,24 +44,9 @@ def bundle(cluster_sandbox) -> Iterator[tuple[Cluster, pm.Runner, str]]:
     cl = cluster_sandbox.cluster
     ref = cluster_sandbox.ref("ns1/svc:1.0")
     runner = pm.Runner(prefix=tuple(cl.node("controller-0").enter()))
-    for node in cl.names:
-        cl.podman(node, "pull", "-q", ref)
-        cl.podman(node, "tag", ref, FLOATING)
-    cl.run(
-        "controller-0",
-        ["pcs", "resource", "bundle", "create", BUNDLE, "container", "podman"]
-        + [f"image={FLOATING}", "replicas=3", "network=host"],
-    )
-    try:
-        wait_idle(cl)
+    with cl.seeded_bundle(BUNDLE, FLOATING, ref):
         assert active_nodes(runner) == cl.names
         yield cl, runner, ref
-    finally:
-        cl.run("controller-0", ["pcs", "resource", "delete", BUNDLE, "--force"], check=False)
-        cl.run("controller-0", ["crm_resource", "--cleanup"], check=False)
-        wait_idle(cl)
-        for node in cl.names:
-            cl.podman(node, "rmi", "-f", FLOATING, ref, check=False)
 
 
 def heal(cl: Cluster, runner: pm.Runner, ref: str) -> None:
