@@ -20,11 +20,10 @@ import click
 
 from pcmkimg import __version__
 from pcmkimg.adapters import config, journal, pacemaker
-from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
-from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
+from pcmkimg.core import naming, plan
 from pcmkimg.errors import (
     BadInput,
     LeaseHeld,
@@ -314,49 +313,15 @@ def _journal_path(env: Env):  # type: ignore[no-untyped-def]
 @timeout_option(300, "Seconds to wait for the restart.")
 def rollback(service: str, node: str, timeout: int) -> None:
     """Move the floating name back to the rollback image on NODE and restart that replica."""
-    from pcmkimg.adapters import lease as leasing
-    from pcmkimg.core import lease
+    from pcmkimg.workflows import rollback as rb
 
     env = _env()
-    cluster = pacemaker.read_cluster(env.runner)
-    bundle = plan.find_bundle(cluster, service, env.conf.scheme)
-    plan.plan_update(
-        bundle,
-        naming.floating_name(bundle.service, env.conf.scheme),
-        plan.node_facts(cluster, bundle.id),
-        [node],
-    )
-    back = naming.rollback_name(bundle.service, env.conf.scheme)
     jrnl = journal.open_journal(_journal_path(env))
-    ttl = lease.ttl_for(timeout)
-    with _stores(env) as stores, leasing.held(env.runner, ttl) as held:
-        store = stores.get(node)
-        target = store.resolve(back)
-        from pcmkimg.adapters import podman as images
-
-        if not isinstance(target, images.Resolved):
-            raise plan.PreflightFailed(
-                f"{back} does not exist on {node}: there is nothing to roll back to",
-                f"use {cmd.shown(cmd.update(node, bundle.service))}",
-            )
-
-        def renew() -> None:
-            leasing.renew(env.runner, held, ttl)
-
-        updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout, renew)
-        updater.baseline = plan.health(cluster.status, bundle.id)
-        res = execute.NodeResult(node)
-        updater.record("rollback", service=bundle.service, node=node, to=target.id)
-        try:
-            updater.update_node(bundle, res, back, target.id, True)
-        except execute.UpdateFailed as exc:
-            raise execute.UpdateFailed(
-                f"rollback of {bundle.service} on {node} failed, and {node} was put back on "
-                f"the image it ran before: {exc.message}",
-                f"the image under {back} does not start on {node}; update the node to a "
-                "working image instead",
-            ) from exc
-    env.out(res.as_dict(), [f"{node}: {bundle.floating} -> {target.id[:12]} ({res.result})"])
+    with _stores(env) as stores:
+        bundle, res, image_id = rb.rollback(
+            env.runner, stores, jrnl, env.conf.scheme, service, node, timeout, env.say
+        )
+    env.out(res.as_dict(), [f"{node}: {bundle.floating} -> {image_id[:12]} ({res.result})"])
 
 
 @cli.command()
@@ -385,18 +350,6 @@ def guard() -> None:
     """Wire the floating-image guard agent to a bundle (add, remove, show)."""
 
 
-def _floating_of(env: Env, config_el: cib.Element, bundle_id: str, image: str | None) -> str:
-    bundle = cib.bundle(config_el, bundle_id)
-    name = image or bundle.image
-    if naming.as_floating(name, env.conf.scheme) is None:
-        raise UsageError(
-            f"bundle {bundle_id} runs {name}, which is not a floating name",
-            f"move it to one first ({cmd.shown(cmd.migrate(bundle_id))}), or give --image "
-            f"{naming.floating_name(naming.service_of(name), env.conf.scheme)}",
-        )
-    return name
-
-
 @guard.command("add")
 @click.argument("bundle", **completes(complete_bundle))
 @click.option("--image", default=None, help="The floating name (default: the bundle's image).")
@@ -407,86 +360,28 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
 
     Two CIB changes, so that no replica restarts: first the guard clone alone, which must start
     on every node where a replica runs; then the constraints and interleave=true."""
+    from pcmkimg.workflows import guard as wf
+
     env = _env()
-    current = pacemaker.query_cib(env.runner)
-    floating = _floating_of(env, current, bundle, image)
     if dry_run:
-        cmds = cib.guard_pcs_commands(current, bundle, floating)
-        # The guard must run before the constraints exist, or every replica restarts.
-        cmds = [cmds[0], cmd.wait(), *cmds[1:]]
+        cmds = wf.dry_run(env.runner, bundle, image, env.conf.scheme)
         env.out({"commands": cmds}, [cmd.shown(c) for c in cmds])
         return
-    existed = cib.bundle(current, bundle).guard is not None
-    first = pacemaker.update_cib(
-        env.runner, lambda c: cib.add_guard(c, bundle, floating, constraints=False)
-    )
-    missing: list[str] = []
-    try:
-        if not first.empty:
-            env.say(f"{first.description}; waiting for it to start")
-            pacemaker.wait(env.runner, timeout)
-        missing = _guard_missing(env, bundle)
-        if missing:
-            service = naming.classify(floating, env.conf.scheme)
-            raise plan.PreflightFailed(
-                f"the guard did not start on {', '.join(missing)}, where {bundle} runs: "
-                f"{floating} is missing there; wiring it would stop those replicas, so "
-                + ("nothing was wired" if not existed else "no constraint was added"),
-                f"{cmd.shown(cmd.update(missing[0], service.service if service else bundle))}, "
-                f"then {cmd.shown(cmd.guard_add(bundle))} again",
-            )
-    except BaseException:
-        if not existed:  # leave nothing half-wired behind; a guard that was there stays
-            _undo_guard(env, bundle, missing)
-        raise
-    change = pacemaker.update_cib(env.runner, lambda c: cib.add_guard(c, bundle, floating))
-    changed = not (first.empty and change.empty)
+    changed, description = wf.add(env.runner, bundle, image, env.conf.scheme, timeout, env.say)
     env.out(
-        {"changed": changed, "description": change.description if changed else ""},
-        [change.description if changed else f"{bundle}: guard already wired"],
+        {"changed": changed, "description": description},
+        [description if changed else f"{bundle}: guard already wired"],
     )
-
-
-class GuardHalfWired(LeftBehind):
-    """A guard clone that `guard add` created could not be removed again."""
-
-
-def _guard_missing(env: Env, bundle: str) -> list[str]:
-    """Nodes where a replica runs but the guard clone does not."""
-    cluster = pacemaker.read_cluster(env.runner)
-    guard = cib.bundle(cluster.config, bundle).guard
-    started = cib.clone_instances(cluster.mon, guard.clone_id) if guard else {}
-    return sorted(
-        r.node
-        for r in cluster.status.replicas_of(bundle)
-        if r.active and r.node and r.node not in started
-    )
-
-
-def _undo_guard(env: Env, bundle: str, nodes: Sequence[str]) -> None:
-    """Remove a guard clone this run created, and forget its failed starts."""
-    guard_id = cib.guard_ids(bundle)["primitive"]
-    with pacemaker.signals_held():
-        try:
-            pacemaker.update_cib(env.runner, lambda c: cib.remove_guard(c, bundle))
-        except PcmkimgError as exc:
-            raise GuardHalfWired(
-                f"the guard clone of {bundle} could not be removed again: {exc.message}",
-                cmd.shown(cmd.guard_remove(bundle)),
-            ) from exc
-        for node in nodes:
-            try:
-                pacemaker.cleanup(env.runner, guard_id, node)
-            except PcmkimgError:
-                pass  # its history goes with the resource; a cleanup is only tidiness
 
 
 @guard.command("remove")
 @click.argument("bundle", **completes(complete_bundle))
 def guard_remove(bundle: str) -> None:
     """Undo exactly what `guard add` did."""
+    from pcmkimg.workflows import guard as wf
+
     env = _env()
-    change = pacemaker.update_cib(env.runner, lambda c: cib.remove_guard(c, bundle))
+    change = wf.remove(env.runner, bundle)
     env.out(
         {"changed": not change.empty, "description": change.description},
         [change.description if not change.empty else f"{bundle}: no guard"],
@@ -497,22 +392,10 @@ def guard_remove(bundle: str) -> None:
 @click.argument("bundle", **completes(complete_bundle))
 def guard_show(bundle: str) -> None:
     """Print what is wired."""
+    from pcmkimg.workflows import guard as wf
+
     env = _env()
-    b = cib.bundle(pacemaker.query_cib(env.runner), bundle)
-    g = b.guard
-    doc: dict[str, Any] = {"bundle": b.id, "interleave": b.interleave, "wired": b.guard_wired}
-    if g is None:
-        env.out({**doc, "guard": None}, [f"{b.id}: no guard ({cmd.shown(cmd.guard_add(b.id))})"])
-        return
-    doc["guard"] = dict(g.__dict__)
-    lines = [
-        f"{b.id}: guard {'wired' if b.guard_wired else 'PARTLY wired'}",
-        f"  clone {g.clone_id} (interleave={str(g.clone_interleave).lower()}) of "
-        f"{g.primitive_id} image={g.image}",
-        f"  order {g.order_id or 'MISSING'}; colocation {g.colocation_id or 'MISSING'}; "
-        f"bundle interleave={str(b.interleave).lower()}",
-    ]
-    env.out(doc, lines)
+    env.out(*wf.show(env.runner, bundle))
 
 
 @cli.command()
@@ -561,27 +444,18 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
     """Remove old images of SERVICE from node stores.
 
     Never the images behind the floating or the rollback name, never one a container uses."""
+    from pcmkimg.workflows import prune as wf
+
     env = _env()
     _one_of(nodes, every)
-    cluster = pacemaker.read_cluster(env.runner)
-    bundle = plan.find_bundle(cluster, service, env.conf.scheme)
-    known = [f.name for f in plan.node_facts(cluster, bundle.id)]
-    unknown = [n for n in nodes if n not in known]
-    if unknown:
-        raise plan.UnknownNode(
-            f"not cluster nodes: {', '.join(unknown)}", f"cluster nodes: {', '.join(known)}"
+    with _stores(env) as stores:
+        pruned, failed = wf.prune(
+            env.runner, stores, env.conf.scheme, service, None if every else nodes, keep
         )
-    targets = known if every else list(nodes)
-
-    # Under the lease: an update's freshly pulled image must not be pruned before its retag.
-    with _stores(env) as stores, leasing.held(env.runner):
-        results = stores.each(targets, lambda s: s.prune(bundle.service, keep=keep))
-    failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
-    doc = {n: r.__dict__ for n, r in results.items() if n not in failed}
+    doc = {n: r.__dict__ for n, r in pruned.items()}
     lines = [
         f"{n}: removed {len(r.removed)}, kept {len(r.kept)}, protected {len(r.protected)}"
-        for n, r in results.items()
-        if n not in failed
+        for n, r in pruned.items()
     ]
     if not failed:
         env.out(doc, lines)

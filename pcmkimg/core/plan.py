@@ -171,19 +171,11 @@ def order_nodes(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
     return sorted(facts, key=lambda f: (f.active, f.promoted, f.name))
 
 
-def plan_update(
-    bundle: BundleRef,
-    target: Reference,
-    facts: Sequence[NodeFacts],
-    nodes: Sequence[str] | None,
-    *,
-    digest: str | None = None,
-    restart: bool = True,
-) -> Plan:
-    """The steps of an update of ``bundle`` to ``target`` on ``nodes`` (None: every node).
-
-    Raises UnknownNode or NodeNotReady, listing every problem at once.
-    """
+def choose_nodes(
+    bundle: BundleRef, facts: Sequence[NodeFacts], nodes: Sequence[str] | None
+) -> list[NodeFacts]:
+    """The nodes an update (or a rollback) of ``bundle`` works on: ``nodes`` (None: every node
+    that can run it). Raises UnknownNode or NodeNotReady, listing every problem at once."""
     by_name = {f.name: f for f in facts}
     problems: list[str] = []
     if nodes is None:
@@ -209,6 +201,23 @@ def plan_update(
         )
     if not chosen:
         raise UnknownNode(f"no node can run bundle {bundle.id}", "check its location constraints")
+    return chosen
+
+
+def plan_update(
+    bundle: BundleRef,
+    target: Reference,
+    facts: Sequence[NodeFacts],
+    nodes: Sequence[str] | None,
+    *,
+    digest: str | None = None,
+    restart: bool = True,
+) -> Plan:
+    """The steps of an update of ``bundle`` to ``target`` on ``nodes`` (None: every node).
+
+    Raises UnknownNode or NodeNotReady, listing every problem at once.
+    """
+    chosen = choose_nodes(bundle, facts, nodes)
     ordered = order_nodes(chosen)
     names = tuple(f.name for f in ordered)
     ref = str(target) + (f" (digest {digest})" if digest else "")

@@ -1,0 +1,59 @@
+"""``pcmkimg rollback``: the floating name back to the rollback image on one node.
+
+The same node step as an update (:class:`~pcmkimg.workflows.update.Updater`), to the image kept
+under the rollback name: a retag (a swap: the rollback name then keeps the image it replaced)
+and a restart of that node's replica, checked and rolled back on failure like any update.
+"""
+
+from __future__ import annotations
+
+from pcmkimg.adapters import lease as leasing
+from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.journal import Journal
+from pcmkimg.core import commands as cmd
+from pcmkimg.core import lease, naming, plan
+from pcmkimg.workflows.update import NodeResult, UpdateFailed, Updater
+
+
+def rollback(
+    runner: pacemaker.Runner,
+    stores: images.Stores,
+    jrnl: Journal,
+    scheme: naming.Scheme,
+    service: str,
+    node: str,
+    timeout: float,
+    say: plan.Say,
+) -> tuple[plan.BundleRef, NodeResult, str]:
+    """Roll ``service`` back on ``node``: (the bundle, the node's result, the image ID)."""
+    cluster = pacemaker.read_cluster(runner)
+    bundle = plan.find_bundle(cluster, service, scheme)
+    plan.choose_nodes(bundle, plan.node_facts(cluster, bundle.id), [node])
+    back = naming.rollback_name(bundle.service, scheme)
+    ttl = lease.ttl_for(timeout)
+    with leasing.held(runner, ttl) as held:
+        target = stores.get(node).resolve(back)
+        if not isinstance(target, images.Resolved):
+            raise plan.PreflightFailed(
+                f"{back} does not exist on {node}: there is nothing to roll back to",
+                f"use {cmd.shown(cmd.update(node, bundle.service))}",
+            )
+
+        def renew() -> None:
+            leasing.renew(runner, held, ttl)
+
+        updater = Updater(runner, stores, jrnl, say, timeout, renew)
+        updater.baseline = plan.health(cluster.status, bundle.id)
+        res = NodeResult(node)
+        updater.record("rollback", service=bundle.service, node=node, to=target.id)
+        try:
+            updater.update_node(bundle, res, back, target.id, True)
+        except UpdateFailed as exc:
+            raise UpdateFailed(
+                f"rollback of {bundle.service} on {node} failed, and {node} was put back on "
+                f"the image it ran before: {exc.message}",
+                f"the image under {back} does not start on {node}; update the node to a "
+                "working image instead",
+            ) from exc
+    return bundle, res, target.id
