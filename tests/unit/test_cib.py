@@ -335,6 +335,28 @@ def test_readers_never_create_a_missing_section(fixture: str, missing: str) -> N
         assert C.bundle(tree, "galera-bundle").image  # the rest still reads
 
 
+@pytest.mark.parametrize(
+    "value", ["true", "TRUE", "True", "on", "ON", "yes", "Yes", "YES", "y", "Y", "1"]
+)
+def test_is_true_takes_the_words_of_crm_is_true(value: str) -> None:
+    assert C.is_true(value)
+
+
+@pytest.mark.parametrize(
+    "value", [None, "", "false", "off", "no", "n", "0", "2", "tru", "yess", "enabled", " true"]
+)
+def test_is_true_refuses_everything_else(value: str | None) -> None:
+    assert not C.is_true(value)
+
+
+def test_readers_take_every_true_word() -> None:
+    tree = load("base.xml")
+    change = C.set_bundle_meta(tree, "galera-bundle", "interleave", "Y")
+    change = C.set_bundle_meta(change.new_cib, "galera-bundle", "is-managed", "off")
+    galera = C.bundle(change.new_cib, "galera-bundle")
+    assert galera.interleave and not galera.is_managed
+
+
 # --------------------------------------------------------------------------- status
 
 

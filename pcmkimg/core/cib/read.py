@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pcmkimg.core import commands as cmd
-from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element, _int, _truthy
+from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element, _int, is_true
 from pcmkimg.errors import BadInput
 
 GUARD_AGENT = ("ocf", "pcmkimg", "floating-image")
@@ -116,7 +116,7 @@ class Bundle:
 
     @property
     def interleave(self) -> bool:
-        return _truthy(self.meta.get("interleave"))
+        return is_true(self.meta.get("interleave"))
 
     @property
     def target_role(self) -> str | None:
@@ -124,7 +124,7 @@ class Bundle:
 
     @property
     def is_managed(self) -> bool:
-        return _truthy(self.meta.get("is-managed", "true"))
+        return is_true(self.meta.get("is-managed", "true"))
 
     @property
     def guard_wired(self) -> bool:
@@ -206,7 +206,7 @@ def _find_guard(cib: Element, bundle_id: str) -> Guard | None:
         image=_nvpairs(prim, "instance_attributes").get("image"),
         order_id=order,
         colocation_id=colocation,
-        clone_interleave=_truthy(meta.get("interleave")),
+        clone_interleave=is_true(meta.get("interleave")),
         interleave_record=meta.get(GUARD_RECORD),
     )
 

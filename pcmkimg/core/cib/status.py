@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pcmkimg.core.cib.xml import Element, _int, _truthy
+from pcmkimg.core.cib.xml import Element, _int, is_true
 
 DEGRADED_EXITCODES = frozenset({190, 191})  # OCF_DEGRADED, OCF_DEGRADED_PROMOTED
 _ROLE_ALIASES = {"Master": "Promoted", "Slave": "Unpromoted"}
@@ -152,7 +152,7 @@ def _replica(bundle_el: Element, replica_el: Element) -> ReplicaStatus:
         None,
     )
     node_el = container.find("node") if container is not None else None
-    active = container is not None and _truthy(container.get("active"))
+    active = container is not None and is_true(container.get("active"))
     remote = next((r for r in resources if r.get("resource_agent") == "ocf:pacemaker:remote"), None)
     container_role = _role(container.get("role") if container is not None else None)
     role = container_role if inner is None or not active else _role(inner.get("role"))
@@ -164,9 +164,9 @@ def _replica(bundle_el: Element, replica_el: Element) -> ReplicaStatus:
         role=role if active else "Stopped",
         container_role=container_role,
         active=active,
-        failed=any(_truthy(r.get("failed")) for r in resources),
-        managed=all(_truthy(r.get("managed", "true")) for r in resources),
-        blocked=any(_truthy(r.get("blocked")) for r in resources),
+        failed=any(is_true(r.get("failed")) for r in resources),
+        managed=all(is_true(r.get("managed", "true")) for r in resources),
+        blocked=any(is_true(r.get("blocked")) for r in resources),
         resources=tuple(r.get("id", "") for r in resources if r.get("id")),
         guest=remote.get("id") if remote is not None and inner is not None else None,
     )
@@ -197,21 +197,21 @@ def cluster_status(mon: Element) -> ClusterStatus:
     dc_el = mon.find("summary/current_dc")
     dc = None
     quorum = False
-    if dc_el is not None and _truthy(dc_el.get("present")):
+    if dc_el is not None and is_true(dc_el.get("present")):
         dc = dc_el.get("name")
-        quorum = _truthy(dc_el.get("with_quorum"))
+        quorum = is_true(dc_el.get("with_quorum"))
     node_list = tuple(
         NodeStatus(
             name=el.get("name", ""),
             id=el.get("id", ""),
             kind=el.get("type", "member"),
-            online=_truthy(el.get("online")),
-            standby=_truthy(el.get("standby")),
-            maintenance=_truthy(el.get("maintenance")),
-            pending=_truthy(el.get("pending")),
-            unclean=_truthy(el.get("unclean")),
-            shutdown=_truthy(el.get("shutdown")),
-            is_dc=_truthy(el.get("is_dc")),
+            online=is_true(el.get("online")),
+            standby=is_true(el.get("standby")),
+            maintenance=is_true(el.get("maintenance")),
+            pending=is_true(el.get("pending")),
+            unclean=is_true(el.get("unclean")),
+            shutdown=is_true(el.get("shutdown")),
+            is_dc=is_true(el.get("is_dc")),
         )
         for el in mon.findall("nodes/node")
     )

@@ -114,8 +114,14 @@ def cib_version(cib: Element) -> CibVersion:
 # --------------------------------------------------------------------------- small helpers
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("true", "yes", "on", "1", "y")
+_TRUE_WORDS = frozenset({"true", "on", "yes", "y", "1"})
+
+
+def is_true(value: str | None) -> bool:
+    """A boolean as Pacemaker reads one (``crm_is_true``): true, on, yes, y or 1, in any case;
+    anything else, None included, is false. Surrounding blanks are not ignored (nor are they by
+    Pacemaker)."""
+    return value is not None and value.lower() in _TRUE_WORDS
 
 
 def _int(value: str | None, default: int) -> int:
