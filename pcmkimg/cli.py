@@ -266,7 +266,6 @@ def update(
     no_restart: bool,
 ) -> None:
     """Per-node minor update of SERVICE to --image, one node at a time."""
-    from pcmkimg.core import reference
     from pcmkimg.progress import PullDisplay
 
     env = _env()
@@ -277,14 +276,15 @@ def update(
         return
     for line in the_plan.lines():
         env.say(line)
-    target = reference.parse(image)
-    report = execute.UpdateReport(the_plan.bundle.id, the_plan.bundle.service, str(target))
+    report = execute.UpdateReport(
+        the_plan.bundle.id, the_plan.bundle.service, str(the_plan.ref or the_plan.target)
+    )
     jrnl = journal.open_journal(_journal_path(env))
     with _stores(env) as stores:
         shown = PullDisplay(sys.stderr)  # one updating line per node on a terminal
         updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout, progress=shown)
         try:
-            updater.run(the_plan, target, digest, not no_restart, report)
+            updater.run(the_plan, report)
         except BaseException as exc:
             if isinstance(exc, PcmkimgError):
                 exc.report = report.as_dict()

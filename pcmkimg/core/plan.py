@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pcmkimg.core import cib, naming
 from pcmkimg.core import commands as cmd
@@ -106,9 +107,13 @@ def after_restart_problems(
     return problems
 
 
+StepKind = Literal["lease", "preflight", "pull", "update", "release"]
+"""What a step does; :meth:`pcmkimg.workflows.update.Updater.run` runs each kind."""
+
+
 @dataclass(frozen=True)
 class Step:
-    kind: str  # lease | preflight | pull | update | release
+    kind: StepKind
     nodes: tuple[str, ...] = ()
     detail: str = ""
     restart: bool = False  # this step may restart a replica
@@ -120,6 +125,11 @@ class Plan:
     target: str
     targets: tuple[str, ...]
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    ref: Reference | None = None
+    """The image to run, parsed once (``target`` is its text, with the digest if any)."""
+    digest: str | None = None
+    restart: bool = True
+    """False with ``--no-restart``: retag only."""
 
     def lines(self) -> list[str]:
         out = [f"update {self.bundle.service} (bundle {self.bundle.id}) to {self.target}"]
@@ -257,7 +267,7 @@ def plan_update(
             )
         )
     steps.append(Step("release", detail="release the update lease"))
-    return Plan(bundle, str(target), names, tuple(steps))
+    return Plan(bundle, str(target), names, tuple(steps), target, digest, restart)
 
 
 # --------------------------------------------------------------------------- facts

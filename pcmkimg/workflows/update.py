@@ -7,9 +7,11 @@ core (``plan.py``, ``cib.py``); this module runs them, journals each step and cl
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
@@ -45,6 +47,19 @@ def _quiet(_: str) -> None:
 # --------------------------------------------------------------------------- update
 
 
+Result = Literal[
+    "pending",
+    "ok",
+    "unchanged",
+    "started",
+    "retag-only",
+    "rolled-back",
+    "rollback-failed",
+    "failed",
+]
+"""What happened on a node (the README's table of ``update --json`` results)."""
+
+
 @dataclass
 class NodeResult:
     node: str
@@ -60,9 +75,8 @@ class NodeResult:
     """Wall time of the restart step: the constraint, the stop, the start, the checks."""
     container_before: str | None = None
     container_after: str | None = None
-    # ok | unchanged | started | retag-only | rolled-back | rollback-failed | failed; "pending"
-    # only while the node is being worked on, or when an interruption stopped it.
-    result: str = "pending"
+    result: Result = "pending"
+    """"pending" only while the node is being worked on, or when an interruption stopped it."""
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -564,16 +578,11 @@ class Updater:
 
     # -- the whole job --------------------------------------------------------------------
 
-    def run(
-        self,
-        the_plan: plan.Plan,
-        ref: Reference,
-        digest: str | None,
-        restart: bool,
-        report: UpdateReport,
-    ) -> UpdateReport:
-        """Run an update plan; ``report`` is filled in as the nodes go, also on failure."""
+    def run(self, the_plan: plan.Plan, report: UpdateReport) -> UpdateReport:
+        """Run the plan's steps in order (what ``--dry-run`` prints is what runs); ``report``
+        is filled in as the nodes go, also on failure."""
         bundle = the_plan.bundle
+        ref = the_plan.ref or parse(the_plan.target)
         self.record(
             "start",
             service=bundle.service,
@@ -582,29 +591,44 @@ class Updater:
             nodes=list(the_plan.targets),
         )
         ttl = lease.ttl_for(self.timeout)  # renewed before every node and every restart
-        with leasing.held(self.runner, ttl) as held:
-            self.say(f"lease taken ({held.host}, pid {held.pid})")
-            current = held
-
-            def renew() -> None:
-                nonlocal current
-                current = leasing.renew(self.runner, current, ttl)
-
-            self.keepalive = renew
-            cluster = pacemaker.read_cluster(self.runner)
-            missing = self.missing(the_plan.targets, bundle.floating)
-            problems = plan.preflight_problems(cluster, bundle.id, the_plan.targets, missing)
-            if problems:
-                raise plan.PreflightFailed(
-                    "update refused: " + "; ".join(problems),
-                    "fix these, then run the update again (`pcmkimg check` lists them)",
-                )
-            pulled = self.pull_all(the_plan.targets, ref, digest)
-            self.baseline = plan.health(cluster.status, bundle.id)
-            for node in the_plan.targets:
-                renew()
-                res = NodeResult(node)
-                report.nodes.append(res)
-                self.update_node(bundle, res, ref, pulled[node], restart)
+        pulled: dict[str, str] = {}
+        with contextlib.ExitStack() as lease_scope:
+            for step in the_plan.steps:
+                if step.kind == "lease":
+                    held = lease_scope.enter_context(leasing.held(self.runner, ttl))
+                    self.say(f"lease taken ({held.host}, pid {held.pid})")
+                    self.keepalive = self._renewer(held, ttl)
+                elif step.kind == "preflight":
+                    cluster = pacemaker.read_cluster(self.runner)
+                    missing = self.missing(step.nodes, bundle.floating)
+                    problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)
+                    if problems:
+                        raise plan.PreflightFailed(
+                            "update refused: " + "; ".join(problems),
+                            "fix these, then run the update again (`pcmkimg check` lists them)",
+                        )
+                    self.baseline = plan.health(cluster.status, bundle.id)
+                elif step.kind == "pull":
+                    pulled = self.pull_all(step.nodes, ref, the_plan.digest)
+                elif step.kind == "update":
+                    (node,) = step.nodes
+                    self.keepalive()
+                    res = NodeResult(node)
+                    report.nodes.append(res)
+                    self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
+                elif step.kind == "release":
+                    lease_scope.close()
+                else:  # pragma: no cover - StepKind is closed
+                    raise AssertionError(f"unknown step {step.kind!r}")
         self.record("done", service=bundle.service, summary=report.summary())
         return report
+
+    def _renewer(self, held: lease.Lease, ttl: float) -> Callable[[], None]:
+        """Renew ``held`` (and each lease the renewal gives) for ``ttl`` when called."""
+        current = held
+
+        def renew() -> None:
+            nonlocal current
+            current = leasing.renew(self.runner, current, ttl)
+
+        return renew

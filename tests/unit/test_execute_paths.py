@@ -862,10 +862,12 @@ def three_nodes(
 def run(
     tmp_path: Path, stores: Mapping[str, FakeStore], *, restart: bool = True
 ) -> tuple[execute.UpdateReport, BaseException | None]:
-    the_plan = plan.Plan(BUNDLE, NEW_REF, NODES)
+    facts = [plan.NodeFacts(n, active=True) for n in NODES]
+    the_plan = plan.plan_update(BUNDLE, parse(NEW_REF), facts, None, restart=restart)
+    assert the_plan.targets == NODES
     report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF)
     try:
-        make_updater(tmp_path, stores).run(the_plan, parse(NEW_REF), None, restart, report)
+        make_updater(tmp_path, stores).run(the_plan, report)
     except Exception as exc:  # the tests look at the error and the report
         return report, exc
     return report, None
@@ -1180,3 +1182,21 @@ def test_the_report_has_the_real_downtime_beside_the_restart_step(
     report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF, [res])
     assert report.as_dict()["longest_down_seconds"] == res.down_seconds
     assert "longest restart step" in report.summary()
+
+
+def test_the_plan_is_what_runs_step_by_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run follows the plan's steps, not a second copy of their order: a plan without
+    controller-1's update step leaves controller-1 alone, and the nodes go in step order."""
+    stores, cluster = three_nodes(monkeypatch)
+    facts = [plan.NodeFacts(n, active=True) for n in NODES]
+    full = plan.plan_update(BUNDLE, parse(NEW_REF), facts, None)
+    steps = tuple(s for s in full.steps if s.nodes != ("controller-1",))
+    steps = (*steps[:3], *reversed(steps[3:-1]), steps[-1])  # controller-2 before controller-0
+    report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF)
+    make_updater(tmp_path, stores).run(dataclasses.replace(full, steps=steps), report)
+    assert [n.node for n in report.nodes] == ["controller-2", "controller-0"]
+    assert stores["controller-1"].names[FLOATING] == OLD_ID
+    assert [e[1] for e in cluster.kinds("restart")] == ["controller-2", "controller-0"]
+    assert cluster.events[0][0] == "acquire" and cluster.events[-1] == ("release",)
