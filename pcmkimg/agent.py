@@ -68,12 +68,13 @@ def _floating(ctx: Context):  # type: ignore[no-untyped-def]
 def _service(ctx: Context) -> str:
     from pcmkimg.core import naming
 
-    found = naming.classify(_floating(ctx))
-    return found.service if found is not None else _floating(ctx).last_component
+    return naming.service_of_floating(_floating(ctx))
 
 
 def _attribute(ctx: Context) -> str:
-    return ctx.param("attribute") or f"pcmkimg-{_service(ctx)}"
+    from pcmkimg.core import naming
+
+    return naming.attribute_name(_service(ctx), ctx.param("attribute"))
 
 
 def _node(ctx: Context) -> str:
@@ -198,21 +199,10 @@ def fit(*candidates: str) -> str:
 
 
 def describe(resolved) -> str:  # type: ignore[no-untyped-def]
-    """The attribute value: the real name(s) behind the floating name, with the digest."""
+    """The attribute value (:func:`pcmkimg.core.naming.describe`)."""
+    from pcmkimg.core import naming
 
-    real = sorted(n for n in resolved.other_names if _is_real(n))
-    name = real[0] if real else f"sha256:{resolved.id[:12]}"
-    digest = resolved.digest
-    return f"{name}@{digest}" if digest and "@" not in name else name
-
-
-def _is_real(name: str) -> bool:
-    from pcmkimg.core import naming, reference
-
-    try:
-        return naming.classify(name) is None
-    except reference.InvalidReference:
-        return False
+    return naming.describe(resolved)
 
 
 def _publish(ctx: Context, resolved) -> Published:  # type: ignore[no-untyped-def]

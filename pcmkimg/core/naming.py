@@ -30,6 +30,10 @@ from pcmkimg.core.reference import (
 )
 from pcmkimg.errors import BadInput
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pcmkimg.core.images import Resolved
+
 LEGACY_TAG = "pcmklatest"
 """The tag of TripleO's legacy floating names (``REG/NS/IMG:pcmklatest``)."""
 
@@ -186,3 +190,34 @@ def as_floating(image: str | None, scheme: Scheme = DEFAULT_SCHEME) -> FloatingN
     except InvalidReference:
         return None
     return found if found is not None and not found.rollback else None
+
+
+def service_of_floating(ref: Reference | str, scheme: Scheme = DEFAULT_SCHEME) -> str:
+    """The service of a floating (or rollback) name; for any other name, its last component."""
+    found = classify(ref, scheme)
+    if found is not None:
+        return found.service
+    return (ref if isinstance(ref, Reference) else parse(ref)).last_component
+
+
+def attribute_name(service: str, configured: str | None = None) -> str:
+    """The node attribute that shows the real image behind a service's floating name: the
+    guard's ``attribute`` parameter when it has one, else ``pcmkimg-SERVICE``."""
+    return configured or f"pcmkimg-{service}"
+
+
+def is_real(name: str) -> bool:
+    """A valid name that is not a floating or rollback name of either scheme."""
+    try:
+        return classify(name) is None
+    except InvalidReference:
+        return False
+
+
+def describe(resolved: Resolved) -> str:
+    """The node attribute's value for the image behind a floating name: its real name (the
+    first in order; ``sha256:ID12`` when it has none) with the digest."""
+    real = sorted(n for n in resolved.other_names if is_real(n))
+    name = real[0] if real else f"sha256:{resolved.id[:12]}"
+    digest = resolved.digest
+    return f"{name}@{digest}" if digest and "@" not in name else name

@@ -17,7 +17,7 @@ from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.journal import Journal
-from pcmkimg.core import cib, lease, plan
+from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, PcmkimgError, Unreachable
@@ -505,14 +505,12 @@ class Updater:
     def publish(self, bundle: plan.BundleRef, node: str) -> None:
         """Show the new real image in the node attribute, as the guard's next monitor would
         (same attribute, same value). Done after the restart: no CIB write may delay it."""
-        from pcmkimg.agent import describe
-
         try:
             found = self.stores.get(node).resolve(bundle.floating)
             if isinstance(found, images.Resolved):
-                pacemaker.set_node_attribute(
-                    self.runner, node, f"pcmkimg-{bundle.service}", describe(found)
-                )
+                guard = cib.bundle(pacemaker.query_cib(self.runner), bundle.id).guard
+                name = naming.attribute_name(bundle.service, guard.attribute if guard else None)
+                pacemaker.set_node_attribute(self.runner, node, name, naming.describe(found))
         except PcmkimgError as exc:  # informative only; the guard's monitor refreshes it
             self.say(f"{node}: could not update the node attribute: {exc.message}")
 

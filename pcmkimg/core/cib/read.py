@@ -93,6 +93,8 @@ class Guard:
     colocation_id: str | None
     clone_interleave: bool
     interleave_record: str | None  # bundle's interleave before the guard; "unset"; None
+    attribute: str | None = None
+    """The guard's ``attribute`` parameter: the node attribute it publishes (None: default)."""
 
     @property
     def complete(self) -> bool:
@@ -200,14 +202,16 @@ def _find_guard(cib: Element, bundle_id: str) -> Guard | None:
         None,
     )
     meta = _nvpairs(clone, "meta_attributes")
+    params = _nvpairs(prim, "instance_attributes")
     return Guard(
         clone_id=clone_id,
         primitive_id=prim.get("id", ids["primitive"]),
-        image=_nvpairs(prim, "instance_attributes").get("image"),
+        image=params.get("image"),
         order_id=order,
         colocation_id=colocation,
         clone_interleave=is_true(meta.get("interleave")),
         interleave_record=meta.get(GUARD_RECORD),
+        attribute=params.get("attribute") or None,
     )
 
 
