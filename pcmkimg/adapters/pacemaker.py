@@ -31,7 +31,7 @@ from typing import Optional
 
 from lxml import etree
 
-from pcmkimg.core import cib, plan
+from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import LeftBehind, NodeFailed, Refused, Unreachable
 
@@ -102,8 +102,8 @@ class OfflineError(PacemakerError, Refused):
     """The operation needs a live cluster but the runner works on a CIB file."""
 
 
-class RestartRefusedError(PacemakerError, Refused):
-    """A replica restart was refused before touching anything (the reason says why)."""
+# The restart's refusals are core rules (restart.check_restartable); named here for callers.
+RestartRefusedError = restart.RestartRefusedError
 
 
 class RestartFailedError(PacemakerError, NodeFailed):
@@ -455,101 +455,6 @@ def ban_id(resource: str, node: str) -> str:
     return f"cli-ban-{resource}-on-{node}"
 
 
-def check_restartable(
-    config: cib.Element, state: cib.ClusterStatus, bundle_id: str, node: str
-) -> cib.ReplicaStatus:
-    """The replica of ``bundle_id`` on ``node`` if a restart may go ahead; else raise."""
-    bundle = cib.bundle(config, bundle_id)
-    where = f"restart of {bundle_id} on {node} refused"
-    if not state.have_quorum:
-        raise NoQuorumError(
-            f"{where}: the cluster has no quorum",
-            "restore quorum (bring nodes back online), then retry",
-        )
-    if cib.cluster_properties(config).get("maintenance-mode", "").lower() in ("true", "on", "1"):
-        raise RestartRefusedError(
-            f"{where}: the cluster is in maintenance mode",
-            f"leave maintenance mode ({cmd.quoted(cmd.leave_maintenance_mode())}) first",
-        )
-    if not bundle.is_managed:
-        raise RestartRefusedError(
-            f"{where}: the bundle is unmanaged", f"{cmd.quoted(cmd.manage(bundle_id))} first"
-        )
-    if (bundle.target_role or "").lower() == "stopped":
-        raise RestartRefusedError(
-            f"{where}: the bundle is disabled (target-role=Stopped)",
-            f"{cmd.quoted(cmd.enable(bundle_id))} first, or leave it stopped",
-        )
-    known = state.node(node)
-    if known is None:
-        names = ", ".join(n.name for n in state.nodes) or "none"
-        raise RestartRefusedError(f"{where}: no node {node!r} (nodes: {names})", "check the name")
-    for flag, fix in (
-        ("standby", f"{cmd.quoted(cmd.node_unstandby(node))} first"),
-        ("maintenance", f"{cmd.quoted(cmd.node_unmaintenance(node))} first"),
-    ):
-        if getattr(known, flag):
-            raise RestartRefusedError(f"{where}: the node is in {flag}", fix)
-    if not known.usable:
-        raise RestartRefusedError(
-            f"{where}: the node is not online and ready", "bring the node online, then retry"
-        )
-    replica = state.replica_on(bundle_id, node)
-    if replica is None or not replica.active:
-        raise RestartRefusedError(
-            f"{where}: no active replica of {bundle_id} on {node}",
-            f"start it first ({cmd.quoted(cmd.cleanup(bundle_id, node))})",
-        )
-    if replica.failed:
-        raise RestartRefusedError(
-            f"{where}: the replica has failed (crm_mon shows a failed operation)",
-            f"fix the cause, then {cmd.quoted(cmd.cleanup(bundle_id, node))}",
-        )
-    if not replica.managed:
-        raise RestartRefusedError(
-            f"{where}: the replica is unmanaged", f"{cmd.quoted(cmd.manage(bundle_id))} first"
-        )
-    return replica
-
-
-FailureKey = tuple[str, str, str, str]
-
-
-def _failure_key(el: cib.Element) -> FailureKey:
-    """(op_key, node, call, last-rc-change): a repeated failure of one operation gets a new
-    call id, so it counts as new."""
-    op_key, node, call, changed = (
-        el.get(a, "") for a in ("op_key", "node", "call", "last-rc-change")
-    )
-    return (op_key, node, call, changed)
-
-
-def _failure_keys(mon: cib.Element) -> set[FailureKey]:
-    return {_failure_key(el) for el in mon.findall("failures/failure")}
-
-
-def _new_failures(
-    before: set[FailureKey],
-    mon: cib.Element,
-    bundle: cib.Bundle,
-    replica: cib.ReplicaStatus,
-    node: str,
-) -> list[cib.Failure]:
-    """Real (not degraded) failures of this replica that were not there before."""
-    inner = bundle.primitive.id if bundle.primitive else None
-    guest = f"{bundle.id}-{replica.replica}"
-    keys = [_failure_key(el) for el in mon.findall("failures/failure")]
-    failures = cib.cluster_status(mon).failures  # same order as the elements
-    return [
-        f
-        for key, f in zip(keys, failures)
-        if key not in before
-        and not f.degraded
-        and f.node in (node, guest)
-        and (f.resource.startswith(f"{bundle.id}-") or f.resource == inner)
-    ]
-
-
 def _describe(failures: Sequence[cib.Failure]) -> str:
     return "; ".join(
         f"{f.op_key} on {f.node}: {f.exitstatus or f.exitcode}"
@@ -577,16 +482,17 @@ def restart_replica(
 ) -> RestartReport:
     """Restart the replica of ``bundle_id`` on ``node`` and check that it came back.
 
-    Refuses (:class:`RestartRefusedError`, :class:`NoQuorumError`) before touching anything;
+    Refuses (:class:`~pcmkimg.core.restart.RestartRefusedError`, as
+    :func:`~pcmkimg.core.restart.check_restartable` decides) before touching anything;
     raises :class:`RestartFailedError` when the replica is not active on ``node`` afterwards or
     has a new failed operation. The ``cli-ban`` is removed on every exit path.
     """
     _need_live(runner, "crm_resource --restart")
     config = query_cib(runner)
     mon = status_xml(runner)
-    replica = check_restartable(config, cib.cluster_status(mon), bundle_id, node)
+    before = cib.cluster_status(mon)
+    replica = restart.check_restartable(config, before, bundle_id, node)
     bundle = cib.bundle(config, bundle_id)
-    before = _failure_keys(mon)
     seconds = max(1, int(timeout))
     started = time.monotonic()
     finished = False
@@ -612,16 +518,12 @@ def restart_replica(
                         + f": {exc.message}",
                         cmd.quoted(cmd.clear_ban(bundle_id, node)),
                     ) from exc
-    after = status_xml(runner)
-    failures = _new_failures(before, after, bundle, replica, node)
+    after = cib.cluster_status(status_xml(runner))
+    failures = restart.new_failures(before.failures, after.failures, bundle, replica, node)
     # The same replica, wherever it runs now: with fewer replicas than nodes the scheduler may
     # start it on another node (the caller judges where it may run).
     now = next(
-        (
-            r
-            for r in cib.cluster_status(after).replicas_of(bundle_id)
-            if r.replica == replica.replica
-        ),
+        (r for r in after.replicas_of(bundle_id) if r.replica == replica.replica),
         None,
     )
     fix = (

@@ -396,6 +396,8 @@ def test_status_failed_start() -> None:
         exitcode=1,
         exitstatus="error",
         exit_reason="User-injected result",
+        call_id="2",
+        last_rc_change="2026-11-30 04:44:59Z",
     )
     assert not failure.degraded and st.real_failures == [failure] and st.degraded == []
     assert st.failures_of(["galera-bundle-podman-1"], "controller-1") == [failure]

@@ -189,62 +189,7 @@ def test_get_node_attribute() -> None:
     assert pm.get_node_attribute(r, "n1", "pcmkimg-image") is None
 
 
-# --------------------------------------------------------------------------- restart rules
-
-
-def config(**meta: str) -> cib.Element:
-    base = cib.parse_cib(fixture("base.xml"))
-    for name, value in meta.items():
-        base = cib.set_bundle_meta(base, "galera-bundle", name, value).new_cib
-    return base
-
-
-def mon(name: str = "mon-ok.xml") -> cib.ClusterStatus:
-    return cib.cluster_status(cib.parse_crm_mon(fixture(name)))
-
-
-def test_restartable_replica() -> None:
-    replica = pm.check_restartable(config(), mon(), "galera-bundle", "controller-1")
-    assert (replica.container_id, replica.node) == ("galera-bundle-podman-1", "controller-1")
-
-
-@pytest.mark.parametrize(
-    ("meta", "mon_file", "node", "error", "reason"),
-    [
-        (
-            {"is-managed": "false"},
-            "mon-ok.xml",
-            "controller-1",
-            pm.RestartRefusedError,
-            "unmanaged",
-        ),
-        (
-            {"target-role": "Stopped"},
-            "mon-ok.xml",
-            "controller-1",
-            pm.RestartRefusedError,
-            "disabled",
-        ),
-        ({}, "mon-standby.xml", "controller-2", pm.RestartRefusedError, "in standby"),
-        ({}, "mon-no-quorum.xml", "controller-1", pm.NoQuorumError, "no quorum"),
-        ({}, "mon-ok.xml", "controller-9", pm.RestartRefusedError, "no node 'controller-9'"),
-        ({}, "mon-failed-start.xml", "controller-1", pm.RestartRefusedError, "replica has failed"),
-    ],
-)
-def test_restart_refusals(
-    meta: dict[str, str], mon_file: str, node: str, error: type[Exception], reason: str
-) -> None:
-    with pytest.raises(error, match=reason) as info:
-        pm.check_restartable(config(**meta), mon(mon_file), "galera-bundle", node)
-    assert "refused" in str(info.value) and "fix:" in str(info.value)
-
-
-def test_refused_in_maintenance_mode_and_for_unknown_bundle() -> None:
-    maintenance = cib.set_cluster_property(config(), "maintenance-mode", "true").new_cib
-    with pytest.raises(pm.RestartRefusedError, match="maintenance mode"):
-        pm.check_restartable(maintenance, mon(), "galera-bundle", "controller-1")
-    with pytest.raises(cib.BundleNotFoundError):
-        pm.check_restartable(config(), mon(), "nope-bundle", "controller-1")
+# --------------------------------------------------------------------------- restart
 
 
 def restart_runner(after: str, restart: Answer = OK) -> pm.Runner:
@@ -301,20 +246,6 @@ def test_restart_with_failed_start_is_a_failure() -> None:
     assert [f.op_key for f in err.failures] == ["galera-bundle-podman-1_start_0"]
     assert "User-injected result" in err.message and "--cleanup" in err.fix
     assert BAN_DELETE in backend(r).argvs()
-
-
-def test_only_new_failures_of_this_replica_count() -> None:
-    # A failure that was there before the restart is not new.
-    mon_ok = cib.parse_crm_mon(fixture("mon-ok.xml"))
-    mon_failed = cib.parse_crm_mon(fixture("mon-failed-start.xml"))
-    bundle = cib.bundle(config(), "galera-bundle")
-    replica = mon("mon-ok.xml").replica_on("galera-bundle", "controller-1")
-    assert replica is not None
-    keys = pm._failure_keys(mon_failed)
-    assert pm._new_failures(keys, mon_failed, bundle, replica, "controller-1") == []
-    fresh = pm._new_failures(pm._failure_keys(mon_ok), mon_failed, bundle, replica, "controller-1")
-    assert len(fresh) == 1
-    assert pm._new_failures(set(), mon_failed, bundle, replica, "controller-0") == []
 
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), pm.Terminated(signal.SIGTERM)])

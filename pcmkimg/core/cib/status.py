@@ -32,6 +32,9 @@ class ReplicaStatus:
     """The replica's guest node (its remote connection's id) when it has an inner primitive."""
 
 
+FailureKey = tuple[str, str, str, str]
+
+
 @dataclass(frozen=True)
 class Failure:
     op_key: str
@@ -42,11 +45,21 @@ class Failure:
     exitcode: int
     exitstatus: str
     exit_reason: str
+    call_id: str = ""
+    """The executor's call id of the failed operation (``call``)."""
+    last_rc_change: str = ""
+    """When the result last changed (``last-rc-change``), as crm_mon prints it."""
 
     @property
     def degraded(self) -> bool:
         """OCF_DEGRADED(_PROMOTED): success shown as a failure; not a real failure."""
         return self.exitcode in DEGRADED_EXITCODES
+
+    @property
+    def key(self) -> FailureKey:
+        """What identifies this failure among crm_mon's: (op_key, node, call id,
+        last-rc-change). The same operation failing again gets a new call id."""
+        return (self.op_key, self.node, self.call_id, self.last_rc_change)
 
 
 @dataclass(frozen=True)
@@ -189,6 +202,8 @@ def _failure(el: Element) -> Failure:
         exitcode=_int(el.get("exitcode"), -1),
         exitstatus=el.get("exitstatus", ""),
         exit_reason=el.get("exitreason", ""),
+        call_id=el.get("call", ""),
+        last_rc_change=el.get("last-rc-change", ""),
     )
 
 
