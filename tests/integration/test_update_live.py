@@ -192,8 +192,7 @@ def heal(st: Stack) -> None:
         pm.update_cib(runner, lambda c: cib.delete_cluster_property(c, lease.PROPERTY))
     for node, image in floating_ids(cl).items():
         if image is None:
-            cl.podman(node, "pull", "-q", st.ref(OLD))
-            cl.podman(node, "tag", st.ref(OLD), FLOATING)
+            cl.seed(st.ref(OLD), FLOATING, nodes=[node])
     pm.cleanup(runner, BUNDLE)
     wait_idle(cl)
     del bans
@@ -233,32 +232,18 @@ def stack(cluster_sandbox: Sandbox) -> Iterator[Stack]:
     cl = sb.cluster
     assert cl is not None
     st = Stack(sb, cl, pm.Runner(prefix=tuple(cl.node(ON).enter())))
-    for node in cl.names:
-        cl.podman(node, "pull", "-q", sb.ref(OLD))
-        cl.podman(node, "tag", sb.ref(OLD), FLOATING)
-    cl.run(
-        ON,
-        ["pcs", "resource", "bundle", "create", BUNDLE, "container", "podman"]
-        + [f"image={FLOATING}", "replicas=3", "network=host"],
-    )
     try:
-        out = cl.pcmkimg(ON, "guard", "add", BUNDLE)
-        assert out.returncode == 0, out.stderr
-        wait_idle(cl)
-        assert active_replicas(st.runner) == cl.names
-        yield st
+        # Removed afterwards with FLOATING, ROLLBACK and every registry name (OLD, NEW, BROKEN).
+        with cl.guarded_bundle(BUNDLE, FLOATING, sb.ref(OLD)):
+            try:
+                assert active_replicas(st.runner) == cl.names
+                yield st
+            finally:
+                pm.update_cib(st.runner, lambda c: cib.delete_cluster_property(c, lease.PROPERTY))
+                for ban in cib.cli_constraints(pm.query_cib(st.runner)):
+                    cl.run(ON, ["crm_resource", "--clear", "--resource", ban.resource], check=False)
     finally:
-        cl.pcmkimg(ON, "guard", "remove", BUNDLE, check=False)
-        cl.run(ON, ["pcs", "resource", "delete", BUNDLE, "--force"], check=False, timeout=120)
-        pm.update_cib(st.runner, lambda c: cib.delete_cluster_property(c, lease.PROPERTY))
-        for ban in cib.cli_constraints(pm.query_cib(st.runner)):
-            cl.run(ON, ["crm_resource", "--clear", "--resource", ban.resource], check=False)
-        cl.run(ON, ["crm_resource", "--cleanup"], check=False)
-        wait_idle(cl)
         for node in cl.names:
-            cl.podman(node, "rmi", "-f", FLOATING, ROLLBACK, check=False)
-            for path in (OLD, NEW, BROKEN):
-                cl.podman(node, "rmi", "-f", sb.ref(path), check=False)
             cl.run(node, ["rm", "-f", "/var/lib/pcmkimg/journal.jsonl"], check=False)
 
 
