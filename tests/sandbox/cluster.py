@@ -22,6 +22,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from .podman_nodes import ApiSocket
 from .proc import SandboxError, run, spawn, unix_open, wait_for
 from .state import State
 
@@ -47,7 +48,7 @@ SAFE_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=
 
 
 @dataclass(frozen=True)
-class Node:
+class Node(ApiSocket):
     name: str
     index: int
     dir: Path
@@ -57,14 +58,6 @@ class Node:
     @property
     def address(self) -> str:
         return f"{SUBNET}.{10 + self.index}"
-
-    @property
-    def socket(self) -> Path:
-        return self.dir / "podman.sock"
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.socket}"
 
     def enter(self) -> list[str]:
         return ["nsenter", "-t", str(self.holder), "-m", "-n", "-u", "--"]

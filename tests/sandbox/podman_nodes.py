@@ -10,11 +10,9 @@ from .registry import podman_env
 from .state import State
 
 
-@dataclass(frozen=True)
-class PodmanNode:
-    """One simulated node: its own store and the API socket that serves it."""
+class ApiSocket:
+    """Where a node's podman API service listens: ``podman.sock`` in the node's ``dir``."""
 
-    name: str
     dir: Path
 
     @property
@@ -24,6 +22,14 @@ class PodmanNode:
     @property
     def url(self) -> str:
         return f"unix://{self.socket}"
+
+
+@dataclass(frozen=True)
+class PodmanNode(ApiSocket):
+    """One simulated node: its own store and the API socket that serves it."""
+
+    name: str
+    dir: Path
 
     def cli(self) -> list[str]:
         """The podman command line that works on this node's store directly."""
