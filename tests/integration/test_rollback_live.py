@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
+from tests.sandbox.fixtures import guarded_bundle
 
 BUNDLE = "rb-bundle"
 FLOATING = "cluster.common.tag/rb:pcmklatest"
 PREVIOUS = "cluster.common.tag/rb:pcmkprevious"
 
-
-@pytest.fixture(scope="module")
-def guarded(cluster_sandbox):
-    with cluster_sandbox.cluster.guarded_bundle(
-        BUNDLE, FLOATING, cluster_sandbox.ref("ns1/svc:1.0")
-    ):
-        yield cluster_sandbox
+guarded = guarded_bundle(BUNDLE, FLOATING)
 
 
 def test_rollback_restores_the_previous_image_on_that_node_only(guarded):

@@ -76,13 +76,7 @@ def test_status_and_check_show_a_stopped_replicas_failed_start(plain):
     # controller-2 loses the floating name and its replica restarts: the container's start
     # tries to pull the name and fails; the replica stays stopped there.
     cl.podman("controller-2", "untag", old, FLOATING)
-    cl.run(
-        "controller-0",
-        ["crm_resource", "--restart", "-r", BUNDLE, "--node", "controller-2", "--timeout=60s"],
-        check=False,
-        timeout=150,
-    )
-    cl.run("controller-0", ["crm_resource", "--wait", "--timeout=120s"], timeout=150)
+    cl.restart_replica(BUNDLE, "controller-2")
     assert "controller-2" not in cl.containers(BUNDLE)
     row = _row(cl, "controller-2")
     assert (row["role"], row["container"], row["floating"]) == ("Stopped", None, None)

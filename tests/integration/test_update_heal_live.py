@@ -4,19 +4,44 @@ from __future__ import annotations
 
 import json
 
-import pytest
+from tests.sandbox.fixtures import guarded_bundle
 
 BUNDLE = "heal-bundle"
 FLOATING = "cluster.common.tag/heal:pcmklatest"
 GUARD = f"{BUNDLE}-guard"
+NEW = "ns2/svc:1.1"  # what the updates bring the stopped replica back on
+
+guarded = guarded_bundle(BUNDLE, FLOATING)
 
 
-@pytest.fixture(scope="module")
-def guarded(cluster_sandbox):
-    with cluster_sandbox.cluster.guarded_bundle(
-        BUNDLE, FLOATING, cluster_sandbox.ref("ns1/svc:1.0")
-    ):
-        yield cluster_sandbox
+def stopped_on_controller_2(cl, bundle: str) -> dict[str, tuple[str, str]]:
+    """The bundle's containers (node -> container, image): none on controller-2, two others."""
+    before = cl.containers(bundle)
+    assert "controller-2" not in before and len(before) == 2, before
+    return before
+
+
+def update_starts_controller_2(sb, service: str, bundle: str, before) -> None:  # type: ignore[no-untyped-def]
+    """``pcmkimg update SERVICE --image NEW --node controller-2`` starts the replica there on
+    NEW and leaves the replicas ``before`` listed as they were."""
+    cl = sb.cluster
+    proc = cl.pcmkimg(
+        "controller-0",
+        "--json",
+        "update",
+        service,
+        "--image",
+        sb.ref(NEW),
+        "--node",
+        "controller-2",
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (node,) = json.loads(proc.stdout)["report"]["nodes"]
+    assert (node["node"], node["result"]) == ("controller-2", "started"), node
+    after = cl.containers(bundle)
+    assert after["controller-2"][1] == sb.images[NEW]
+    assert {n: after[n] for n in before} == before  # the other replicas untouched
 
 
 def test_update_of_a_refused_node_brings_its_replica_back(guarded):
@@ -30,38 +55,11 @@ def test_update_of_a_refused_node_brings_its_replica_back(guarded):
     cl.podman("controller-2", "untag", sb.ref("ns1/svc:1.0"), FLOATING)
     cl.run("controller-0", ["crm_resource", "--clear", *ban])
     cl.run("controller-0", ["crm_resource", "--wait"])
-    refused = [
-        f
-        for f in cl.crm_mon().iterfind("failures/failure")
-        if f.get("node") == "controller-2" and f.get("op_key", "").startswith(GUARD)
-    ]
+    refused = cl.failures(GUARD, "controller-2")
     assert refused and refused[0].get("exitcode") == "5"
-    before = cl.containers(BUNDLE)
-    assert "controller-2" not in before and len(before) == 2
-
-    proc = cl.pcmkimg(
-        "controller-0",
-        "--json",
-        "update",
-        "heal",
-        "--image",
-        sb.ref("ns2/svc:1.1"),
-        "--node",
-        "controller-2",
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    node = json.loads(proc.stdout)["report"]["nodes"][0]
-    assert node["node"] == "controller-2" and node["result"] == "started"
-    after = cl.containers(BUNDLE)
-    assert after["controller-2"][1] == sb.images["ns2/svc:1.1"]
-    assert {n: after[n] for n in before} == before
-    left = [
-        f
-        for f in cl.crm_mon().iterfind("failures/failure")
-        if f.get("op_key", "").startswith(GUARD)
-    ]
-    assert not left
+    before = stopped_on_controller_2(cl, BUNDLE)
+    update_starts_controller_2(sb, "heal", BUNDLE, before)
+    assert cl.failures(GUARD) == []
 
 
 PLAIN = "plain-bundle"
@@ -75,33 +73,22 @@ def test_update_heals_a_failed_start_where_the_floating_name_was_missing(cluster
     the update refused because of that failed start)."""
     sb = cluster_sandbox
     cl = sb.cluster
-    old, new = sb.ref("ns1/svc:1.0"), sb.ref("ns2/svc:1.1")
+    old = sb.ref("ns1/svc:1.0")
     cl.seed(old, PLAIN_FLOATING)
     cl.create_bundle(PLAIN, PLAIN_FLOATING)
     try:
         cl.podman("controller-2", "untag", old, PLAIN_FLOATING)
-        cl.run(
-            "controller-0",
-            ["crm_resource", "--restart", "-r", PLAIN, "--node", "controller-2", "--timeout=60s"],
-            check=False,
-            timeout=150,
-        )
-        cl.run("controller-0", ["crm_resource", "--wait", "--timeout=120s"], timeout=150)
-        failed = [
-            f
-            for f in cl.crm_mon().iterfind("failures/failure")
-            if f.get("node") == "controller-2" and f.get("op_key", "").startswith(f"{PLAIN}-")
-        ]
-        assert failed and failed[0].get("task") == "start", [dict(f.attrib) for f in failed]
-        before = cl.containers(PLAIN)
-        assert "controller-2" not in before and len(before) == 2
+        cl.restart_replica(PLAIN, "controller-2")
+        failed = cl.failures(f"{PLAIN}-", "controller-2")
+        assert failed and failed[0].get("task") == "start", failed
+        before = stopped_on_controller_2(cl, PLAIN)
 
         dry = cl.pcmkimg(
             "controller-0",
             "update",
             "plain",
             "--image",
-            new,
+            sb.ref(NEW),
             "--node",
             "controller-2",
             "--dry-run",
@@ -110,29 +97,8 @@ def test_update_heals_a_failed_start_where_the_floating_name_was_missing(cluster
         assert dry.returncode == 0, dry.stderr
         assert "clean up the replica's failed start" in dry.stdout, dry.stdout
 
-        proc = cl.pcmkimg(
-            "controller-0",
-            "--json",
-            "update",
-            "plain",
-            "--image",
-            new,
-            "--node",
-            "controller-2",
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr
-        (node,) = json.loads(proc.stdout)["report"]["nodes"]
-        assert (node["node"], node["result"]) == ("controller-2", "started"), node
-        after = cl.containers(PLAIN)
-        assert after["controller-2"][1] == sb.images["ns2/svc:1.1"]
-        assert {n: after[n] for n in before} == before  # the other replicas untouched
-        left = [
-            dict(f.attrib)
-            for f in cl.crm_mon().iterfind("failures/failure")
-            if f.get("op_key", "").startswith(f"{PLAIN}-")
-        ]
-        assert left == []
+        update_starts_controller_2(sb, "plain", PLAIN, before)
+        assert cl.failures(f"{PLAIN}-") == []
     finally:
         cl.delete_bundle(PLAIN)
         for n in cl.names:

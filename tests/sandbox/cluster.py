@@ -231,6 +231,27 @@ class Cluster:
         self.run("controller-0", ["crm_resource", "--cleanup"], check=False)
         wait_idle(self)
 
+    def failures(self, prefix: str, node: str | None = None) -> list[dict[str, str]]:
+        """The failures in crm_mon whose operation starts with ``prefix`` (a resource id or its
+        beginning), on ``node`` or anywhere, as their attributes (op_key, node, task, exitcode)."""
+        return [
+            {str(k): str(v) for k, v in f.items()}
+            for f in self.crm_mon().iterfind("failures/failure")
+            if f.get("op_key", "").startswith(prefix) and node in (None, f.get("node"))
+        ]
+
+    def restart_replica(self, bundle: str, node: str) -> None:
+        """``crm_resource --restart`` of the bundle's replica on ``node``, then wait until the
+        cluster is idle. The restart itself may fail: a test that took the floating name away
+        wants the failed start that follows."""
+        self.run(
+            "controller-0",
+            ["crm_resource", "--restart", "-r", bundle, "--node", node, "--timeout=60s"],
+            check=False,
+            timeout=150,
+        )
+        self.run("controller-0", ["crm_resource", "--wait", "--timeout=120s"], timeout=150)
+
     def containers(self, prefix: str) -> dict[str, tuple[str, str]]:
         """Node -> (container ID, image ID) of the running container named ``prefix...``."""
         found = {}

@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,22 @@ class Sandbox:
         state = load(self.name)
         assert state is not None
         return podman_cmd(node, state, *args, check=check)
+
+
+def guarded_bundle(
+    bundle: str, floating: str, path: str = "ns1/svc:1.0"
+) -> Callable[[Sandbox], Iterator[Sandbox]]:
+    """A module fixture that yields the cluster sandbox with ``Cluster.guarded_bundle`` of
+    ``bundle`` on ``floating`` (tagged from the test image ``path``) for the module's tests.
+    In a test module: ``guarded = guarded_bundle(BUNDLE, FLOATING)``."""
+
+    @pytest.fixture(scope="module")
+    def guarded(cluster_sandbox: Sandbox) -> Iterator[Sandbox]:
+        assert cluster_sandbox.cluster is not None
+        with cluster_sandbox.cluster.guarded_bundle(bundle, floating, cluster_sandbox.ref(path)):
+            yield cluster_sandbox
+
+    return guarded
 
 
 def _up(name: str, *args: str) -> Sandbox:
