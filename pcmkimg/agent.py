@@ -38,8 +38,9 @@ import os
 from dataclasses import asdict, dataclass
 
 from ocf import OCFRC, Action, Agent, Context, OCFError, Parameter
+from pcmkimg import GUARD_MONITOR_INTERVAL, GUARD_TIMEOUTS, PODMAN_SOCKET
 
-DEFAULT_URL = "unix:///run/podman/podman.sock"
+DEFAULT_URL = PODMAN_SOCKET
 STATE_DIR = "/run/pcmkimg"
 REASON_MAX = 128
 """Pacemaker keeps only the first 128 characters of an exit reason."""
@@ -423,10 +424,11 @@ AGENT = Agent(
         ),
     ],
     actions=[
-        Action("start", timeout=60),  # as `pcmkimg guard add` configures it
-        Action("stop", timeout=30),
-        Action("monitor", timeout=30, interval=30),
-        Action("validate-all", timeout=30),
+        # As `pcmkimg guard add` configures them (pcmkimg.GUARD_TIMEOUTS).
+        Action("start", timeout=GUARD_TIMEOUTS["start"]),
+        Action("stop", timeout=GUARD_TIMEOUTS["stop"]),
+        Action("monitor", timeout=GUARD_TIMEOUTS["monitor"], interval=GUARD_MONITOR_INTERVAL),
+        Action("validate-all", timeout=GUARD_TIMEOUTS["validate-all"]),
     ],
     handlers={"start": start, "stop": stop, "monitor": monitor, "validate-all": validate},
 )

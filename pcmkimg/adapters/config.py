@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from pcmkimg import PODMAN_SOCKET
 from pcmkimg.core.naming import InvalidScheme, Scheme
 from pcmkimg.core.reference import InvalidReference, validate_domain
 from pcmkimg.errors import BadInput
@@ -66,7 +67,7 @@ DEFAULT_PATH = Path("/etc/pcmkimg/pcmkimg.conf")
 ENV_VAR = "PCMKIMG_CONF"
 """The environment variable that names another configuration file."""
 
-LOCAL_URL = "unix:///run/podman/podman.sock"
+LOCAL_URL = PODMAN_SOCKET
 """The podman API socket of the local node."""
 
 DEFAULT_CONNECT_TIMEOUT = 10

@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Sequence
 
+from pcmkimg import PODMAN_SOCKET
 from pcmkimg.core.images import (
     ImageError,
     ImageInfo,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-LOCAL_URL = "unix:///run/podman/podman.sock"
+LOCAL_URL = PODMAN_SOCKET
 """The podman API socket of the local node (as :data:`pcmkimg.adapters.config.LOCAL_URL`)."""
 
 _URL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/:@")

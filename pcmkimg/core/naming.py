@@ -141,6 +141,14 @@ def rollback_name(service: str, scheme: Scheme = DEFAULT_SCHEME) -> Reference:
     return _name(scheme, service, scheme.rollback_tag)
 
 
+def rollback_for(floating: Reference, scheme: Scheme = DEFAULT_SCHEME) -> Reference:
+    """The default rollback name of a floating name: ``<prefix>/<service>:<rollback_tag>``,
+    the service being that of the floating name in ``scheme``, else its last component."""
+    found = classify(floating, scheme)
+    service = found.service if found else floating.last_component
+    return rollback_name(service, scheme)
+
+
 def classify(ref: Reference | str, scheme: Scheme = DEFAULT_SCHEME) -> FloatingName | None:
     """Recognise ``ref`` as a floating name of the common-tag or the legacy scheme.
 
@@ -204,6 +212,14 @@ def attribute_name(service: str, configured: str | None = None) -> str:
     """The node attribute that shows the real image behind a service's floating name: the
     guard's ``attribute`` parameter when it has one, else ``pcmkimg-SERVICE``."""
     return configured or f"pcmkimg-{service}"
+
+
+def is_scheme_name(name: str) -> bool:
+    """A floating or rollback name of either scheme (an invalid name is not)."""
+    try:
+        return classify(name) is not None
+    except InvalidReference:
+        return False
 
 
 def is_real(name: str) -> bool:

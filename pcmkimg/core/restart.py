@@ -34,7 +34,7 @@ def check_restartable(
             f"{where}: the cluster has no quorum",
             "restore quorum (bring nodes back online), then retry",
         )
-    if cib.cluster_properties(config).get("maintenance-mode", "").lower() in ("true", "on", "1"):
+    if cib.is_true(cib.cluster_properties(config).get("maintenance-mode")):
         raise RestartRefusedError(
             f"{where}: the cluster is in maintenance mode",
             f"leave maintenance mode ({cmd.quoted(cmd.leave_maintenance_mode())}) first",

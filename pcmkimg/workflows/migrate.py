@@ -151,7 +151,7 @@ def run_migration(
     runner: pacemaker.Runner, stores: images.Stores, m: Migration, say: Say, timeout: float = 300
 ) -> dict[str, Any]:
     ids = check_nodes(m, stores)
-    with leasing.held(runner, max(lease.DEFAULT_TTL, 3 * timeout + 120)):
+    with leasing.held(runner, lease.ttl_for(timeout)):
         before = _containers(stores, m.nodes, f"{m.bundle}-")
         for node in m.nodes:
             stores.get(node).retag(m.floating, m.current)

@@ -13,7 +13,6 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.plan import Cluster, node_facts
-from pcmkimg.core.reference import InvalidReference
 from pcmkimg.errors import PcmkimgError
 
 SCHEMA_ID = "pcmkimg-status/1"
@@ -103,17 +102,10 @@ def _image(resolved: images.Resolved | None) -> dict[str, object] | None:
     return {
         "image_id": resolved.id,
         "short_id": resolved.id[:12],
-        "names": sorted(n for n in resolved.other_names if not _floating_like(n)),
+        "names": sorted(n for n in resolved.other_names if not naming.is_scheme_name(n)),
         "digest": resolved.digest,
         "created": resolved.created.isoformat() if resolved.created else None,
     }
-
-
-def _floating_like(name: str) -> bool:
-    try:
-        return naming.classify(name) is not None
-    except InvalidReference:
-        return False
 
 
 def _running(view: NodeView, replica: cib.ReplicaStatus | None) -> dict[str, str] | None:
@@ -245,7 +237,7 @@ def _drift(s: Service, view: NodeView, replica: cib.ReplicaStatus | None) -> lis
     running = _running(view, replica)
     if running is None or view.resolved is None or running["image_id"] == view.resolved.id:
         return []
-    names = sorted(n for n in view.resolved.other_names if not _floating_like(n))
+    names = sorted(n for n in view.resolved.other_names if not naming.is_scheme_name(n))
     image = names[0] if names else "REF"
     return [
         Problem(

@@ -7,6 +7,7 @@ import re
 
 from lxml import etree
 
+from pcmkimg import GUARD_MONITOR_INTERVAL, GUARD_TIMEOUTS
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.cib.patch import CibChange, make_change
 from pcmkimg.core.cib.read import (
@@ -26,7 +27,11 @@ from pcmkimg.core.cib.read import (
 from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element
 
 # (name, interval, timeout) of the guard primitive's operations, as pcs writes them.
-GUARD_OPS = (("monitor", "30s", "30s"), ("start", "0s", "60s"), ("stop", "0s", "30s"))
+GUARD_OPS = (
+    ("monitor", f"{GUARD_MONITOR_INTERVAL}s", f"{GUARD_TIMEOUTS['monitor']}s"),
+    ("start", "0s", f"{GUARD_TIMEOUTS['start']}s"),
+    ("stop", "0s", f"{GUARD_TIMEOUTS['stop']}s"),
+)
 
 
 # --------------------------------------------------------------------------- small helpers
