@@ -37,15 +37,10 @@ def _check(cl) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def plain(cluster_sandbox):
     """A bundle without guard on FLOATING (a missing name makes its start pull)."""
-    cl = cluster_sandbox.cluster
-    cl.seed(cluster_sandbox.ref("ns1/svc:1.0"), FLOATING)
-    cl.create_bundle(BUNDLE, FLOATING)
-    try:
+    with cluster_sandbox.cluster.seeded_bundle(
+        BUNDLE, FLOATING, cluster_sandbox.ref("ns1/svc:1.0")
+    ):
         yield cluster_sandbox
-    finally:
-        cl.delete_bundle(BUNDLE)
-        for n in cl.names:
-            cl.podman(n, "rmi", FLOATING, check=False)
 
 
 def test_check_lists_drift_and_its_update_restarts_onto_the_named_image(plain):
