@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 
 from pcmkimg import __version__
-from pcmkimg.adapters import config, journal, pacemaker
+from pcmkimg.adapters import config, journal, pacemaker, signals
 from pcmkimg.adapters import podman as images
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.core import commands as cmd
@@ -65,7 +65,7 @@ def exit_code(exc: BaseException) -> int:
     """The exit code of a failure: signals first, then the family of the kind, else a bug."""
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
-    if isinstance(exc, pacemaker.Terminated):
+    if isinstance(exc, signals.Terminated):
         return TERMINATED
     if isinstance(exc, click.UsageError):
         return BAD_INPUT
@@ -125,7 +125,7 @@ def _fail(env: Env | None, exc: BaseException) -> NoReturn:
         text = exc.one_line()
     elif isinstance(exc, KeyboardInterrupt):
         text = "interrupted; bans and the update lease were cleaned up"
-    elif isinstance(exc, pacemaker.Terminated):
+    elif isinstance(exc, signals.Terminated):
         text = "terminated; bans and the update lease were cleaned up"
     elif isinstance(exc, click.ClickException):
         text = exc.format_message()
@@ -490,7 +490,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     if COMPLETE_VAR in os.environ:  # TAB in a shell: click's completion protocol
         cli.main(args, prog_name="pcmkimg", complete_var=COMPLETE_VAR)
     try:
-        with pacemaker.sigterm_raises():
+        with signals.sigterm_raises():
             ctx = cli.make_context("pcmkimg", args)
             with ctx:
                 cli.invoke(ctx)

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from pcmkimg.adapters.pacemaker import Runner, signals_held, sigterm_raises, update_cib
+from pcmkimg.adapters.pacemaker import Runner, update_cib
+from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.lease import (

@@ -18,19 +18,17 @@ the start failed) and removes the ``cli-ban`` on every exit path, SIGINT and SIG
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
 from lxml import etree
 
+from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import LeftBehind, NodeFailed, Refused, Unreachable
@@ -116,18 +114,6 @@ class RestartFailedError(PacemakerError, NodeFailed):
 
 class BanNotRemovedError(PacemakerError, LeftBehind):
     """The ``cli-ban`` left by a restart could not be removed."""
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived while a handler of ours was installed.
-
-    A ``BaseException`` like ``KeyboardInterrupt``: ``except Exception`` does not swallow it,
-    ``finally`` blocks run. The CLI should exit ``128 + signum``.
-    """
-
-    def __init__(self, signum: int = signal.SIGTERM) -> None:
-        self.signum = signum
-        super().__init__(f"terminated by signal {signum}")
 
 
 # --------------------------------------------------------------------------- runner
@@ -256,64 +242,6 @@ def _need_live(runner: Runner, what: str) -> None:
         )
 
 
-# --------------------------------------------------------------------------- signals
-
-
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """For the duration, SIGTERM raises :class:`Terminated` (so ``finally`` blocks run).
-
-    Only in the main thread, and not when SIGTERM is ignored. The previous handler comes back.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous == signal.SIG_IGN:
-        yield
-        return
-
-    def handler(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
-
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM while a cleanup runs; deliver them again afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-
-    def hold(signum: int, _frame: object) -> None:
-        pending.append(signum)
-
-    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    except BaseException:
-        # An error of the cleanup itself (a ban left behind, say) is what the user must see:
-        # a signal that came meanwhile must not replace it.
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if pending:
-            log.warning("signal %s during cleanup: reporting the cleanup's error", pending[0])
-        raise
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)
-    for held in dict.fromkeys(pending):
-        signal.raise_signal(held)
-
-
-# --------------------------------------------------------------------------- CIB and status
-
-
 def query_cib(runner: Runner) -> cib.Element:
     """The whole CIB (``cibadmin --query``)."""
     return cib.parse_cib(runner.run(["cibadmin", "--query"]).stdout)
@@ -387,21 +315,6 @@ def refresh(runner: Runner, resource: str, node: str | None = None) -> None:
     runner.run(["crm_resource", "--refresh", "--resource", resource, *_node_args(node)])
 
 
-def unmanage(runner: Runner, resource: str) -> None:
-    """``is-managed=false``: Pacemaker stops acting on the resource."""
-    runner.run(
-        ["crm_resource", "--resource", resource, "--meta"]
-        + ["--set-parameter", "is-managed", "--parameter-value", "false"]
-    )
-
-
-def manage(runner: Runner, resource: str) -> None:
-    """Remove ``is-managed`` (managed is the default)."""
-    runner.run(
-        ["crm_resource", "--resource", resource, "--meta", "--delete-parameter", "is-managed"]
-    )
-
-
 def wait(runner: Runner, timeout: float) -> None:
     """Wait until the cluster settles (``crm_resource --wait``)."""
     _need_live(runner, "crm_resource --wait")
@@ -419,16 +332,6 @@ def _attr_args(node: str, name: str) -> list[str]:
 def set_node_attribute(runner: Runner, node: str, name: str, value: str) -> None:
     """Set a transient (until reboot) node attribute."""
     runner.run([*_attr_args(node, name), "--update", value])
-
-
-def get_node_attribute(runner: Runner, node: str, name: str) -> str | None:
-    """A transient node attribute; None when it is not set."""
-    try:
-        result = runner.run([*_attr_args(node, name), "--query", "--quiet"])
-    except NotFoundError:
-        return None
-    value = result.stdout.strip()
-    return value or None
 
 
 def delete_node_attribute(runner: Runner, node: str, name: str) -> None:

@@ -37,7 +37,6 @@ Choices made where the upstream packages differ from each other:
 - **Image IDs.** A name that is 64 lowercase hex digits is refused, with or without a tag:
   podman reads it as an image ID (and refuses it as a name when it has no tag).
 - **No guessing.** :func:`parse` never adds ``docker.io`` or ``library/`` or a ``latest`` tag.
-  Callers who want the docker.io short forms expanded call :func:`normalize_docker_io`.
 - **IPv6.** A bracketed IPv6 host (``[::1]:5000/img``) is valid by the grammar; podman 4.3 does
   not accept it yet.
 
@@ -412,19 +411,6 @@ def parse(text: str) -> Reference:
     if slash_found and _is_domain(first):
         return Reference(first, rest, tag, digest if at else None)
     return Reference(None, name, tag, digest if at else None)
-
-
-def normalize_docker_io(ref: Reference) -> Reference:
-    """Expand docker's short forms: ``busybox`` -> ``docker.io/library/busybox``.
-
-    A reference without a domain gets ``docker.io``; ``index.docker.io`` becomes ``docker.io``;
-    a one-component path on docker.io gets the ``library/`` namespace. Tags and digests are
-    kept; no ``latest`` tag is added. Other registries are returned unchanged.
-    """
-    if ref.domain not in (None, DOCKER_IO, _LEGACY_DOCKER_IO):
-        return ref
-    path = ref.path if "/" in ref.path else f"{_OFFICIAL_NAMESPACE}/{ref.path}"
-    return dataclasses.replace(ref, domain=DOCKER_IO, path=path)
 
 
 def _raise(text: object, problem: _Problem | None, what: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters import pacemaker, signals
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import LeftBehind, PcmkimgError, UsageError
@@ -102,7 +102,7 @@ def missing_on(runner: pacemaker.Runner, bundle: str) -> list[str]:
 def undo(runner: pacemaker.Runner, bundle: str, nodes: Sequence[str]) -> None:
     """Remove a guard clone this run created, and forget its failed starts."""
     guard_id = cib.guard_ids(bundle)["primitive"]
-    with pacemaker.signals_held():
+    with signals.signals_held():
         try:
             pacemaker.update_cib(runner, lambda c: cib.remove_guard(c, bundle))
         except PcmkimgError as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters import pacemaker, signals
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming
 from pcmkimg.core import commands as cmd
@@ -175,7 +175,7 @@ def run_migration(
             pacemaker.update_cib(
                 runner, lambda c: cib.set_bundle_meta(c, m.bundle, "is-managed", previous)
             )
-        except (PcmkimgError, KeyboardInterrupt, pacemaker.Terminated) as exc:
+        except (PcmkimgError, KeyboardInterrupt, signals.Terminated) as exc:
             # Managed again before the re-probe recorded the new name, every replica would
             # restart: leave the bundle unmanaged and say how to finish.
             if not changed and not _unmanaged(runner, m.bundle):

@@ -59,6 +59,16 @@ def heal(cl: Cluster, runner: pm.Runner, ref: str) -> None:
     assert bans(runner) == []
 
 
+def node_attribute(runner: pm.Runner, node: str, name: str) -> str | None:
+    """A transient node attribute as crm_attribute reads it (None: not set)."""
+    argv = ["crm_attribute", "--lifetime", "reboot", "--node", node, "--name", name]
+    try:
+        value = runner.run([*argv, "--query", "--quiet"]).stdout.strip()
+    except pm.NotFoundError:
+        return None
+    return value or None
+
+
 def test_queries_and_node_attributes(bundle) -> None:
     cl, runner, _ = bundle
     on_1 = pm.Runner(prefix=tuple(cl.node("controller-1").enter()))
@@ -68,12 +78,12 @@ def test_queries_and_node_attributes(bundle) -> None:
     assert pm.status(runner).have_quorum
     pm.set_node_attribute(on_1, "controller-2", "pcmkimg-test-image", "reg:5000/ns/svc:1.0")
     try:
-        assert pm.get_node_attribute(runner, "controller-2", "pcmkimg-test-image") == (
+        assert node_attribute(runner, "controller-2", "pcmkimg-test-image") == (
             "reg:5000/ns/svc:1.0"
         )
     finally:
         pm.delete_node_attribute(runner, "controller-2", "pcmkimg-test-image")
-    assert pm.get_node_attribute(runner, "controller-2", "pcmkimg-test-image") is None
+    assert node_attribute(runner, "controller-2", "pcmkimg-test-image") is None
     with pytest.raises(pm.NotFoundError):
         pm.cleanup(runner, "no-such-resource")
 

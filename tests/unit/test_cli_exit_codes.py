@@ -10,7 +10,7 @@ import click
 import pytest
 
 from pcmkimg import agent, cli  # noqa: F401 - agent: its error types are in the tree below
-from pcmkimg.adapters import config, journal, pacemaker, tunnel
+from pcmkimg.adapters import config, journal, pacemaker, signals, tunnel
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming, plan, reference
 from pcmkimg.errors import (
@@ -80,7 +80,7 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (execute.RollbackFailed("x"), cli.ROLLBACK_FAILED),
     # signals
     (KeyboardInterrupt(), cli.INTERRUPTED),
-    (pacemaker.Terminated(signal.SIGTERM), cli.TERMINATED),
+    (signals.Terminated(signal.SIGTERM), cli.TERMINATED),
 ]
 
 
@@ -288,7 +288,7 @@ def test_history_reads_the_journal(capsys, conf: str, tmp_path: Path) -> None:
     ("exc", "text"),
     [
         (KeyboardInterrupt(), "interrupted; bans and the update lease were cleaned up"),
-        (pacemaker.Terminated(), "terminated; bans and the update lease were cleaned up"),
+        (signals.Terminated(), "terminated; bans and the update lease were cleaned up"),
         (ValueError("x"), "internal error: ValueError: x (please report this)"),
         (UsageError("bad\n  thing", "do\nthis"), "bad thing; fix: do this"),
     ],

@@ -12,6 +12,7 @@ from typing import Union
 import pytest
 
 from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.adapters import signals
 from pcmkimg.core import cib
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
@@ -164,8 +165,6 @@ def test_commands() -> None:
     r = runner({("crm_resource",): [OK], ("crm_attribute",): [OK]})
     pm.cleanup(r, "b", "n1")
     pm.refresh(r, "b")
-    pm.unmanage(r, "b")
-    pm.manage(r, "b")
     pm.wait(r, 30)
     pm.set_node_attribute(r, "n1", "pcmkimg-image", "reg/ns/x:1")
     pm.delete_node_attribute(r, "n1", "pcmkimg-image")
@@ -173,20 +172,11 @@ def test_commands() -> None:
     assert backend(r).argvs() == [
         ("crm_resource", "--cleanup", "--resource", "b", "--node", "n1"),
         ("crm_resource", "--refresh", "--resource", "b"),
-        ("crm_resource", "--resource", "b", "--meta", "--set-parameter", "is-managed")
-        + ("--parameter-value", "false"),
-        ("crm_resource", "--resource", "b", "--meta", "--delete-parameter", "is-managed"),
         ("crm_resource", "--wait", "--timeout=30s"),
         (*attr, "--update", "reg/ns/x:1"),
         (*attr, "--delete"),
     ]
-    assert backend(r).calls[4][2] == 30 + pm.CALL_SLACK
-
-
-def test_get_node_attribute() -> None:
-    r = runner({("crm_attribute",): [(0, "reg/ns/x:1\n", ""), (105, "", "No such device")]})
-    assert pm.get_node_attribute(r, "n1", "pcmkimg-image") == "reg/ns/x:1"
-    assert pm.get_node_attribute(r, "n1", "pcmkimg-image") is None
+    assert backend(r).calls[2][2] == 30 + pm.CALL_SLACK
 
 
 # --------------------------------------------------------------------------- restart
@@ -248,7 +238,7 @@ def test_restart_with_failed_start_is_a_failure() -> None:
     assert BAN_DELETE in backend(r).argvs()
 
 
-@pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), pm.Terminated(signal.SIGTERM)])
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), signals.Terminated(signal.SIGTERM)])
 def test_interrupted_restart_removes_the_ban(interrupt: BaseException) -> None:
     r = restart_runner("mon-ok.xml", restart=interrupt)
     with pytest.raises(type(interrupt)):
@@ -275,17 +265,17 @@ def test_ban_that_cannot_be_removed_after_a_restart_is_an_error() -> None:
 
 def test_sigterm_raises_only_inside_and_restores() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(pm.Terminated):
-        with pm.sigterm_raises():
+    with pytest.raises(signals.Terminated):
+        with signals.sigterm_raises():
             signal.raise_signal(signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) == before
 
 
 def test_signals_held_delivers_after_the_block() -> None:
     done = []
-    with pytest.raises(pm.Terminated):
-        with pm.sigterm_raises():
-            with pm.signals_held():
+    with pytest.raises(signals.Terminated):
+        with signals.sigterm_raises():
+            with signals.signals_held():
                 signal.raise_signal(signal.SIGTERM)
                 done.append("cleanup ran")
     assert done == ["cleanup ran"]

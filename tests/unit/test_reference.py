@@ -12,7 +12,6 @@ from pcmkimg.core.reference import (
     InvalidReference,
     Reference,
     format,
-    normalize_docker_io,
     parse,
     validate_domain,
     validate_path_component,
@@ -321,25 +320,6 @@ def test_with_tag_and_with_digest_validate() -> None:
         ref.with_tag(".x")
     with pytest.raises(InvalidReference, match="64 hex digits"):
         ref.with_digest("sha256:abc")
-
-
-@pytest.mark.parametrize(
-    ("text", "normalized"),
-    [
-        ("busybox", "docker.io/library/busybox"),
-        ("busybox:1.36", "docker.io/library/busybox:1.36"),
-        ("user/app", "docker.io/user/app"),
-        ("docker.io/busybox", "docker.io/library/busybox"),
-        ("index.docker.io/user/app", "docker.io/user/app"),
-        (f"docker.io/library/busybox@{SHA256}", f"docker.io/library/busybox@{SHA256}"),
-        ("quay.io/busybox", "quay.io/busybox"),
-        ("localhost/busybox", "localhost/busybox"),
-    ],
-)
-def test_normalize_docker_io(text: str, normalized: str) -> None:
-    ref = parse(text)
-    assert str(normalize_docker_io(ref)) == normalized
-    assert ref == parse(text), "parse itself never guesses"
 
 
 def test_validators() -> None:
