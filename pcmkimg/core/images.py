@@ -2,14 +2,16 @@
 
 The types the two store adapters share (:mod:`pcmkimg.adapters.localstore` for the agent,
 :mod:`pcmkimg.adapters.podman` for the command), the error kinds with their fixes, and the
-rules on plain data: which pull failures are transient, the backoff, digests, downtime.
+rules on plain data: which pull failures are transient, the backoff, digests, downtime, the
+name moves of a retag and of its undo (:func:`retag_plan`, :func:`restore_plan`: lists of
+:class:`TagOp`) and which images a prune removes (:func:`prune_selection`).
 Standard library only, and no typing at run time: the agent's monitor imports it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import MappingProxyType
@@ -20,6 +22,8 @@ from pcmkimg.errors import BadInput, Unreachable
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Literal, Union
+
+    from pcmkimg.core.reference import Reference
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,3 +394,163 @@ def _repository(name: str) -> str | None:
         return parse(name).name
     except InvalidReference:
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Name moves as plans: what the store holds in, the tag operations out.
+
+HOLD_TAG = "pcmkhold"
+"""A short-lived tag that keeps an image named while its only name moves (see retag_plan)."""
+
+
+@dataclass(frozen=True)
+class TagOp:
+    """One name change: give ``name`` to the image (podman moves it from any image that holds
+    it), or take it off."""
+
+    verb: Literal["tag", "untag"]
+    image_id: str
+    name: Reference
+    last_ok: bool = False
+    """For an untag: the name may be the image's last (a hold name on an image that had none);
+    otherwise taking an image's only name off is refused."""
+
+
+def retag_plan(
+    node: str,
+    floating: Reference,
+    rollback: Reference,
+    *,
+    target: ImageInfo,
+    current: ImageInfo | None,
+    holder: ImageInfo | None,
+) -> tuple[tuple[TagOp, ...], Retagged]:
+    """The tag operations that point ``floating`` at ``target`` and keep the old image as
+    ``rollback``, and what they change.
+
+    ``current`` is the image ``floating`` names now, ``holder`` the one ``rollback`` names
+    (None: no image). The floating name moves in one operation, so it never disappears. The
+    old image gets the rollback name first. No image is left without a name on the way: when
+    ``target``'s only name is the rollback name (a swap), a hold name keeps it named. An older
+    image whose only name was the rollback name loses it (``released_id``). Nothing to do when
+    ``floating`` names ``target`` already.
+    """
+    back = str(rollback)
+    before = holder.id if holder is not None else None
+    if current is not None and current.id == target.id:
+        unmoved = Retagged(
+            node,
+            str(floating),
+            current.id,
+            target.id,
+            moved=False,
+            rollback_name=back,
+            rollback_before=before,
+        )
+        return (), unmoved
+    released = None
+    if current is not None and (holder is None or holder.id != current.id):
+        ops = [TagOp("tag", current.id, rollback), TagOp("tag", target.id, floating)]
+        only_name = holder is not None and set(holder.names) <= {back}
+        if only_name and holder is not None and holder.id == target.id:
+            ops = _held(target.id, rollback, ops)
+        elif only_name and holder is not None:
+            released = holder.id
+    else:  # no old image, or the old image has the rollback name already
+        ops = [TagOp("tag", target.id, floating)]
+    done = Retagged(
+        node,
+        str(floating),
+        current.id if current else None,
+        target.id,
+        moved=True,
+        rollback=back if current else None,
+        released_id=released,
+        rollback_name=back,
+        rollback_before=before,
+    )
+    return tuple(ops), done
+
+
+def restore_plan(
+    done: Retagged,
+    floating: Reference,
+    rollback: Reference,
+    *,
+    now: ImageInfo | None,
+    holder: ImageInfo | None,
+) -> tuple[TagOp, ...]:
+    """The tag operations that put ``floating`` and ``rollback`` back where they were before
+    ``done``.
+
+    ``now`` is the image ``floating`` names now; ``holder`` the one ``rollback`` names now
+    (needed only when the rollback name named no image before). The image the floating name
+    moved to keeps a hold name meanwhile, so that no image is left without a name on the way
+    (an image that had no name before has none after). Raises ImageAbsent when the floating
+    name named no image before: there is nothing to go back to.
+    """
+    if not done.moved:
+        return ()
+    if done.old_id is None:
+        raise ImageAbsent(
+            f"{floating} named no image here before",
+            "there is nothing to go back to",
+            node=done.node,
+            ref=floating,
+        )
+    ops = [TagOp("tag", done.old_id, floating)]
+    if done.rollback_before is not None:
+        ops.append(TagOp("tag", done.rollback_before, rollback))
+    elif holder is not None:
+        ops.append(TagOp("untag", holder.id, rollback))
+    if now is not None and now.id != done.old_id:
+        ops = _held(now.id, rollback, ops)
+    return tuple(ops)
+
+
+def _held(image_id: str, rollback: Reference, ops: Sequence[TagOp]) -> list[TagOp]:
+    """``ops`` with ``image_id`` kept named (the rollback name with the hold tag) meanwhile."""
+    hold = rollback.with_tag(HOLD_TAG)
+    return [TagOp("tag", image_id, hold), *ops, TagOp("untag", image_id, hold, last_ok=True)]
+
+
+@dataclass(frozen=True)
+class PruneSelection:
+    """Which images of a service a prune removes, keeps and never touches."""
+
+    remove: tuple[ImageInfo, ...]
+    keep: tuple[ImageInfo, ...]
+    protected: tuple[ImageInfo, ...]
+    """Images that hold one of the service's own names, or that a container uses."""
+
+
+def prune_selection(
+    images: Sequence[ImageInfo], own: Collection[str], in_use: Collection[str], keep: int
+) -> PruneSelection:
+    """The images of a service to remove: all but the ``keep`` newest that are not protected.
+
+    ``own`` are the service's floating and rollback names, ``in_use`` the image IDs of the
+    node's containers. The images of a service are those that hold or held one of its own
+    names, and every image with a name (now or before) in a repository of theirs. Images that
+    hold one of ``own`` or that a container uses are protected. Newest first by creation
+    time, then by ID.
+    """
+    own_repos = {_repository(n) for n in own}
+
+    def repos(image: ImageInfo) -> set[str | None]:
+        return {_repository(n) for n in (*image.names, *image.names_history)}
+
+    related = set(own_repos)
+    for image in images:
+        if repos(image) & own_repos:
+            related |= repos(image)
+    related.discard(None)
+    mine = [image for image in images if repos(image) & related]
+    protected = [i for i in mine if set(own) & set(i.names) or i.id in in_use]
+    rest = sorted(
+        (i for i in mine if i not in protected),
+        key=lambda i: (i.created or datetime.min.replace(tzinfo=timezone.utc), i.id),
+        reverse=True,
+    )
+    count = max(0, keep)
+    return PruneSelection(tuple(rest[count:]), tuple(rest[:count]), tuple(protected))
