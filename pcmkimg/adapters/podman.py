@@ -1,8 +1,10 @@
 """A node's image store, over the podman API (podman-py): the only door to podman.
 
 :func:`connect` gives a :class:`Store` for one node: a ``unix://`` socket, or an ``ssh://`` URL
-reached through our own tunnel (:mod:`pcmkimg.adapters.tunnel`). The store resolves floating names,
-pulls, moves floating names, prunes and lists containers. Every failure is a typed
+reached through our own tunnel (:mod:`pcmkimg.adapters.tunnel`). The store gives the primitives
+of the store port (:class:`pcmkimg.core.store.StorePort`: inspect, tag, untag, list images and
+containers, remove) over the podman API, and pulls and reads container events; the port builds
+resolve, retag, restore and prune on the primitives. Every failure is a typed
 :class:`ImageError` whose message names the node and the reference and carries the fix; the
 normal "that name is not here" of :meth:`Store.resolve` is a :class:`Unresolved` result.
 
@@ -16,15 +18,13 @@ podman-py is imported inside :func:`connect` only, so that importing this module
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Union
+from typing import TYPE_CHECKING, Any, Callable
 
 from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.localstore import (
@@ -33,10 +33,9 @@ from pcmkimg.adapters.localstore import (
     resolve_local,
     resolve_with_cli,
 )
-from pcmkimg.core import commands as cmd
-from pcmkimg.core import naming
 from pcmkimg.core.images import (
     _FIXES,
+    HOLD_TAG,
     AuthError,
     Container,
     DigestMismatch,
@@ -57,6 +56,7 @@ from pcmkimg.core.images import (
     Resolved,
     Retagged,
     StoreError,
+    TagOp,
     TLSError,
     Unresolved,
     _repository,
@@ -67,19 +67,14 @@ from pcmkimg.core.images import (
     image_info,
     parse_created,
 )
+from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
 from pcmkimg.core.reference import InvalidReference, Reference, parse
+from pcmkimg.core.store import Resolution, StorePort
 
 if TYPE_CHECKING:
     from podman import PodmanClient
 
     from pcmkimg.adapters.tunnel import Tunnel
-
-Resolution = Union[Resolved, Unresolved]
-
-HOLD_TAG = "pcmkhold"
-"""A short-lived tag that keeps an image named while its only name moves (see retag)."""
-
-_IMAGE_ID = re.compile(r"[0-9a-f]{64}")
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds to wait for one answer (or one line of a pull's progress) from a podman service."""
@@ -96,8 +91,16 @@ def _no_progress(_: PullProgress) -> None:
     pass
 
 
-class Store:
-    """One node's image store. Use :func:`connect` to get one; close it when done."""
+def _verify_all(_: str | None) -> bool:
+    return True
+
+
+class Store(StorePort):
+    """One node's image store. Use :func:`connect` to get one; close it when done.
+
+    ``scheme`` is the floating-name scheme; ``tls_verify`` tells whether TLS is verified for
+    a registry (host[:port], or None), when a pull does not say.
+    """
 
     def __init__(
         self,
@@ -106,13 +109,15 @@ class Store:
         client: PodmanClient,
         *,
         tunnel: Tunnel | None = None,
-        config: Config | None = None,
+        scheme: Scheme = DEFAULT_SCHEME,
+        tls_verify: Callable[[str | None], bool] = _verify_all,
     ) -> None:
         self.node = node
         self.url = url
         self.client = client
         self._tunnel = tunnel
-        self.config = config or Config()
+        self.scheme = scheme
+        self.tls_verify = tls_verify
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -164,15 +169,9 @@ class Store:
             ref=ref,
         )
 
-    def _parse(self, text: Reference | str) -> Reference:
-        if isinstance(text, Reference):
-            return text
-        try:
-            return parse(text)
-        except InvalidReference as err:
-            raise InvalidName(err.message, err.fix, node=self.node, ref=text) from err
+    # -- the primitives of the port ----------------------------------------------------------
 
-    def _inspect(self, name: str) -> ImageInfo | None:
+    def inspect(self, name: str) -> ImageInfo | None:
         from podman.errors import APIError
 
         with self._talking(name):
@@ -183,32 +182,11 @@ class Store:
                     return None
                 raise
 
-    def _require(self, name: str) -> ImageInfo:
-        found = self._inspect(name)
-        if found is None:
-            raise ImageAbsent(
-                "the image is not in this node's store",
-                f"pull it onto {self.node} first ({cmd.shown(cmd.podman_pull())} there)",
-                node=self.node,
-                ref=name,
-            )
-        return found
-
-    def _tag(self, image_id: str, ref: Reference) -> None:
-        """Give ``ref`` to the image (podman moves it from any image that holds it)."""
+    def tag(self, image_id: str, ref: Reference) -> None:
         self._name_call("tag", image_id, ref)
 
-    def _untag(self, image: ImageInfo, ref: Reference, *, last_ok: bool = False) -> None:
-        """Take ``ref`` off the image; refused if it is the image's only name (unless
-        ``last_ok``: a hold name taken off an image that had no name before)."""
-        if not last_ok and not [n for n in image.names if n != str(ref)]:
-            raise StoreError(
-                f"refusing to take the only name off image {image.id[:12]}",
-                "give the image another name first",
-                node=self.node,
-                ref=ref,
-            )
-        self._name_call("untag", image.id, ref)
+    def untag(self, image_id: str, ref: Reference) -> None:
+        self._name_call("untag", image_id, ref)
 
     def _name_call(self, verb: str, image_id: str, ref: Reference) -> None:
         """POST /images/ID/tag or /untag (podman-py has no untag); 201 or StoreError."""
@@ -227,19 +205,11 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def resolve(self, floating: Reference | str) -> Resolution:
-        """The image that ``floating`` names on this node, or Unresolved when none does."""
-        name = str(self._parse(floating))
-        found = self._inspect(name)
-        if found is None:
-            return Unresolved(self.node, name)
-        return Resolved(self.node, name, found)
-
     def images(self) -> tuple[ImageInfo, ...]:
         """Every image of the store (no intermediate layers), sorted by ID."""
         with self._talking():
             ids = sorted({image.id for image in self.client.images.list()})
-        found = (self._inspect(image_id) for image_id in ids)
+        found = (self.inspect(image_id) for image_id in ids)
         return tuple(image for image in found if image is not None)
 
     def containers(self, *, running_only: bool = False) -> tuple[Container, ...]:
@@ -319,12 +289,12 @@ class Store:
         self._check_digests(wanted, expected_digest)
         digest = wanted.digest or expected_digest
         if tls_verify is None:
-            tls_verify = self.config.tls_verify(wanted.domain)
+            tls_verify = self.tls_verify(wanted.domain)
         # By digest when the reference has one; else by the name the operator gave.
         source = wanted.with_tag(None) if wanted.digest else wanted
         cached = None
         if digest:
-            cached = self._inspect(str(source))
+            cached = self.inspect(str(source))
             if cached is not None and not has_digest(cached, wanted.name, digest):
                 cached = None
         attempts = 0
@@ -423,187 +393,11 @@ class Store:
         kind = classify_pull_error(message)
         return kind(f"pull failed: {message.strip()}", _FIXES[kind], node=self.node, ref=source)
 
-    # -- naming --------------------------------------------------------------------------------
+    # -- removing ------------------------------------------------------------------------------
 
-    def rollback_for(self, floating: Reference) -> Reference:
-        """The default rollback name of a floating name: ``<prefix>/<service>:<rollback_tag>``."""
-        scheme = self.config.scheme
-        found = naming.classify(floating, scheme)
-        service = found.service if found else floating.last_component
-        return naming.rollback_name(service, scheme)
-
-    def retag(
-        self,
-        floating: Reference | str,
-        image: Reference | str,
-        *,
-        rollback: Reference | str | None = None,
-    ) -> Retagged:
-        """Point ``floating`` at ``image`` (a name, or an image ID); keep the old image as
-        ``rollback``.
-
-        The floating name moves in one podman call, so it never disappears. The old image gets
-        the rollback name first (default: the scheme's rollback name of the service). No image
-        is removed, and no image is left without a name on the way, except an older image whose
-        only name was the rollback name (reported as ``released_id``). Running it again changes
-        nothing. :meth:`restore` undoes it exactly.
-        """
-        name, back = self._scheme_names(floating, rollback)
-        target = self._target(image)
-        current = self._inspect(str(name))
-        holder = self._inspect(str(back))
-        before = holder.id if holder is not None else None
-        if current is not None and current.id == target.id:
-            return Retagged(
-                self.node,
-                str(name),
-                current.id,
-                target.id,
-                moved=False,
-                rollback_name=str(back),
-                rollback_before=before,
-            )
-        released = None
-        if current is not None and (holder is None or holder.id != current.id):
-            only_name = holder is not None and set(holder.names) <= {str(back)}
-            swap = holder is not None and holder.id == target.id
-            with self._held(target.id if only_name and swap else None, back):
-                self._tag(current.id, back)
-                self._tag(target.id, name)
-            if only_name and not swap and holder is not None:
-                released = holder.id
-        else:
-            self._tag(target.id, name)
-        return Retagged(
-            self.node,
-            str(name),
-            current.id if current else None,
-            target.id,
-            moved=True,
-            rollback=str(back) if current else None,
-            released_id=released,
-            rollback_name=str(back),
-            rollback_before=before,
-        )
-
-    def restore(self, done: Retagged) -> None:
-        """Put the floating and the rollback name back where they were before ``done``.
-
-        The image the floating name moved to keeps a hold name meanwhile, so that no image is
-        left without a name on the way (an image that had no name before has none after).
-        Raises ImageAbsent when the floating name named no image before: there is nothing to
-        go back to (the caller says what then).
-        """
-        if not done.moved:
-            return
-        name, back = self._scheme_names(done.floating, done.rollback_name)
-        if done.old_id is None:
-            raise ImageAbsent(
-                f"{name} named no image here before",
-                "there is nothing to go back to",
-                node=self.node,
-                ref=name,
-            )
-        now = self._inspect(str(name))
-        with self._held(now.id if now is not None and now.id != done.old_id else None, back):
-            self._tag(done.old_id, name)
-            if done.rollback_before is not None:
-                self._tag(done.rollback_before, back)
-            else:
-                holder = self._inspect(str(back))
-                if holder is not None:
-                    self._untag(holder, back)
-
-    @contextlib.contextmanager
-    def _held(self, image_id: str | None, back: Reference) -> Iterator[None]:
-        """Keep ``image_id`` named (``back`` with the hold tag) while names move around it."""
-        if image_id is None:
-            yield
-            return
-        hold = back.with_tag(HOLD_TAG)
-        self._tag(image_id, hold)
-        yield
-        self._untag(self._require(str(hold)), hold, last_ok=True)
-
-    def _scheme_names(
-        self, floating: Reference | str, rollback: Reference | str | None
-    ) -> tuple[Reference, Reference]:
-        name = self._parse(floating)
-        if name.tag is None or name.digest is not None:
-            raise InvalidName(
-                "a floating name needs a tag and no digest",
-                "give it as PREFIX/SERVICE:TAG, e.g. cluster.common.tag/mariadb:pcmklatest",
-                node=self.node,
-                ref=name,
-            )
-        back = self._parse(rollback) if rollback is not None else self.rollback_for(name)
-        if back.tag is None or back.digest is not None or back == name:
-            raise InvalidName(
-                f"rollback name {back} must have a tag, no digest, and differ from {name}",
-                "give a rollback name such as cluster.common.tag/mariadb:pcmkprevious",
-                node=self.node,
-                ref=back,
-            )
-        return name, back
-
-    def _target(self, image: Reference | str) -> ImageInfo:
-        """The image named by a reference, or by its ID (64 hex digits)."""
-        if isinstance(image, str) and _IMAGE_ID.fullmatch(image):
-            return self._require(image)
-        return self._require(str(self._parse(image)))
-
-    # -- pruning -------------------------------------------------------------------------------
-
-    def prune(self, service: str, *, keep: int = 1) -> Pruned:
-        """Remove old images of ``service``; keep the ``keep`` newest others.
-
-        The images of a service are those that hold or held its floating or rollback name, and
-        every image with a name (now or before) in a repository of theirs. Images that hold the
-        floating or rollback name, or that any container uses, are never removed.
-        """
-        scheme = self.config.scheme
-        try:
-            own = {
-                str(naming.floating_name(service, scheme)),
-                str(naming.rollback_name(service, scheme)),
-            }
-        except InvalidReference as err:
-            raise InvalidName(err.message, err.fix, node=self.node, ref=service) from err
-        own_repos = {_repository(n) for n in own}
-        images = self.images()
-        in_use = {c.image_id for c in self.containers()}
-
-        def repos(image: ImageInfo) -> set[str | None]:
-            return {_repository(n) for n in (*image.names, *image.names_history)}
-
-        related = set(own_repos)
-        for image in images:
-            if repos(image) & own_repos:
-                related |= repos(image)
-        related.discard(None)
-        mine = [image for image in images if repos(image) & related]
-        protected = [i for i in mine if own & set(i.names) or i.id in in_use]
-        rest = sorted(
-            (i for i in mine if i not in protected),
-            key=lambda i: (i.created or datetime.min.replace(tzinfo=timezone.utc), i.id),
-            reverse=True,
-        )
-        kept, removed = list(rest[: max(0, keep)]), []
-        for image in rest[max(0, keep) :]:
-            if self._remove(image):
-                removed.append(image.id)
-            else:
-                kept.append(image)
-        return Pruned(
-            self.node,
-            service,
-            removed=tuple(removed),
-            kept=tuple(i.id for i in kept),
-            protected=tuple(i.id for i in protected),
-        )
-
-    def _remove(self, image: ImageInfo) -> bool:
-        """Remove an image without force: False when podman refuses (e.g. now in use)."""
+    def remove(self, image: ImageInfo) -> bool:
+        """Remove an image without force: False when podman refuses (e.g. now in use). Its
+        other names go first: podman removes an image with several names only by force."""
         from podman.errors import APIError
 
         names = [parse(n) for n in image.names if _repository(n)]
@@ -667,7 +461,9 @@ def connect(
     store = None
     try:
         client = PodmanClient(base_url=local_url, timeout=timeout)
-        store = Store(node, url, client, tunnel=tunnel, config=config)
+        store = Store(
+            node, url, client, tunnel=tunnel, scheme=config.scheme, tls_verify=config.tls_verify
+        )
         with store._talking():
             if not client.ping():
                 raise NodeUnreachable(
@@ -737,6 +533,7 @@ __all__ = [
     "AuthError",
     "Container",
     "DigestMismatch",
+    "HOLD_TAG",
     "HostKeyRejected",
     "ImageAbsent",
     "ImageError",
@@ -756,7 +553,9 @@ __all__ = [
     "Retagged",
     "Store",
     "StoreError",
+    "StorePort",
     "TLSError",
+    "TagOp",
     "Unresolved",
     "backoff_delays",
     "classify_pull_error",

@@ -445,7 +445,7 @@ class Updater:
         """A re-run with no journal of the earlier retag: undo it as a swap with the image
         under the rollback name (the rollback name then keeps the target), if there is one
         other than the target."""
-        back = store.rollback_for(parse(bundle.floating))
+        back = naming.rollback_for(parse(bundle.floating), store.scheme)
         try:
             held = store.resolve(back)
         except PcmkimgError:
@@ -521,7 +521,7 @@ class Updater:
         and bring the replica back on the previous image: cleaned up and started if it is
         down, restarted if it runs another image."""
         store = self.stores.get(node)
-        back = undo.rollback_name or str(store.rollback_for(parse(bundle.floating)))
+        back = undo.rollback_name or str(naming.rollback_for(parse(bundle.floating), store.scheme))
         fix = f"on {node}: {cmd.quoted(cmd.tag(back, bundle.floating))}, then " + cmd.quoted(
             cmd.cleanup(bundle.id, node)
         )

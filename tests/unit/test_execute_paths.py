@@ -1,11 +1,12 @@
 """The failure paths of the update workflow (``execute.Updater``) with fakes, no cluster.
 
-A :class:`FakeStore` per node stands for its podman store: names -> image IDs, with the real
-retag semantics (the floating name moves, the rollback name gets the old image), the running
-containers, and pulls from a fake registry. A :class:`FakeCluster` replaces the Pacemaker
-operations that ``execute`` calls; its replicas are the containers running in the stores, so a
-restart or a cleanup starts the container on whatever the floating name names at that moment, as
-Pacemaker would. The CIB and the nodes come from the fixtures in ``tests/fixtures/cib``.
+A :class:`FakeStore` per node stands for its podman store: the primitives of the store port
+(inspect, tag, untag, containers, events) over names -> image IDs, the running containers, and
+pulls from a fake registry; the retag and restore rules are the real ones of the port.
+A :class:`FakeCluster` replaces the Pacemaker operations that ``execute`` calls; its replicas
+are the containers running in the stores, so a restart or a cleanup starts the container on
+whatever the floating name names at that moment, as Pacemaker would. The CIB and the nodes come
+from the fixtures in ``tests/fixtures/cib``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.journal import Journal, history
-from pcmkimg.core import cib, lease, naming, plan
+from pcmkimg.core import cib, lease, plan
 from pcmkimg.core.reference import Reference, parse
+from pcmkimg.core.store import StorePort
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows import update as execute
 
@@ -73,8 +75,10 @@ _container_ids = itertools.count(1)
 # --------------------------------------------------------------------------- fakes
 
 
-class FakeStore:
-    """One node's image store: the Store methods ``execute`` uses, recording calls."""
+class FakeStore(StorePort):
+    """One node's image store: the primitives of the store port over a dict (names -> image
+    IDs), recording calls. resolve, retag and restore are the port's own rules (recorded, then
+    run as the real store runs them)."""
 
     def __init__(
         self,
@@ -84,8 +88,10 @@ class FakeStore:
         registry: Mapping[str, str] | None = None,
     ) -> None:
         self.node = node
-        self.config = Config()
+        self.scheme = Config().scheme
         self.names = {key(n): i for n, i in names.items()}
+        self.known = set(self.names.values())
+        """Every image the store has had, named or not (podman keeps a dangling image)."""
         self.running: dict[str, images.Container] = {}
         self.events: dict[str, list[tuple[float, str]]] = {}
         for name, image_id in (running or {}).items():
@@ -94,14 +100,12 @@ class FakeStore:
         self.calls: list[tuple[str, str]] = []
         self.failures: dict[str, list[BaseException | None]] = {}
 
-    # The real Store's naming rule, not a fake one: it works on plain data.
-    rollback_for = images.Store.rollback_for
-
     def fail(self, method: str, *outcomes: BaseException | None) -> None:
         """The next calls of ``method`` raise these errors in turn (None: work as usual)."""
         self.failures[method] = list(outcomes)
 
     def _call(self, method: str, arg: object = "") -> None:
+        self.known |= set(self.names.values())  # the tests also give names by hand
         self.calls.append((method, str(arg)))
         queue = self.failures.get(method)
         if queue:
@@ -112,72 +116,59 @@ class FakeStore:
     def called(self, method: str) -> list[str]:
         return [arg for m, arg in self.calls if m == method]
 
-    def _resolved(self, name: str) -> images.Resolved:
-        image_id = self.names[name]
+    def _info(self, image_id: str) -> images.ImageInfo:
         others = tuple(sorted(n for n, i in self.names.items() if i == image_id))
-        return images.Resolved(self.node, name, images.ImageInfo(image_id, None, (), others))
+        return images.ImageInfo(image_id, None, (), others)
 
-    # -- the Store API -------------------------------------------------------------------------
+    # -- the port's rules, recorded ------------------------------------------------------------
 
     def resolve(self, floating: Reference | str) -> images.Resolution:
         self._call("resolve", floating)
-        name = key(floating)
-        if name not in self.names:
-            return images.Unresolved(self.node, name)
-        return self._resolved(name)
+        return super().resolve(floating)
 
     def retag(
-        self, floating: Reference | str, ref: Reference | str, *, rollback: object = None
+        self,
+        floating: Reference | str,
+        image: Reference | str,
+        *,
+        rollback: Reference | str | None = None,
     ) -> images.Retagged:
-        self._call("retag", f"{floating} -> {ref}")
-        name = key(floating)
-        scheme = self.config.scheme
-        found = naming.classify(name, scheme)
-        back = key(rollback) if rollback else str(naming.rollback_name(found.service, scheme))
-        if str(ref) in self.names.values():  # an image ID
-            target: str | None = str(ref)
-        else:
-            target = self.names.get(key(ref))
-        if target is None:
-            raise images.ImageAbsent(f"{ref} is not in the store", "pull it", node=self.node)
-        current = self.names.get(name)
-        before = self.names.get(back)
-        if current == target:
-            return images.Retagged(
-                self.node,
-                name,
-                current,
-                target,
-                moved=False,
-                rollback_name=back,
-                rollback_before=before,
-            )
-        if current is not None:
-            self.names[back] = current
-        self.names[name] = target
-        return images.Retagged(
-            self.node,
-            name,
-            current,
-            target,
-            moved=True,
-            rollback=back if current else None,
-            rollback_name=back,
-            rollback_before=before,
-        )
+        self._call("retag", f"{floating} -> {image}")
+        return super().retag(floating, image, rollback=rollback)
 
     def restore(self, done: images.Retagged) -> None:
         self._call("restore", f"{done.floating} -> {done.old_id}")
-        if not done.moved:
-            return
-        if done.old_id is None:
-            raise images.ImageAbsent("nothing before", "none", node=self.node)
-        self.names[done.floating] = done.old_id
-        assert done.rollback_name is not None
-        if done.rollback_before is None:
-            self.names.pop(done.rollback_name, None)
-        else:
-            self.names[done.rollback_name] = done.rollback_before
+        super().restore(done)
+
+    # -- the primitives ------------------------------------------------------------------------
+
+    def inspect(self, name: str) -> images.ImageInfo | None:
+        self._call("inspect", name)
+        if name in self.known:  # an image ID
+            return self._info(name)
+        image_id = self.names.get(key(name))
+        return None if image_id is None else self._info(image_id)
+
+    def tag(self, image_id: str, ref: Reference) -> None:
+        self._call("tag", f"{image_id[:12]} {ref}")
+        assert image_id in self.known, image_id
+        self.names[key(ref)] = image_id
+        self.known.add(image_id)
+
+    def untag(self, image_id: str, ref: Reference) -> None:
+        self._call("untag", f"{image_id[:12]} {ref}")
+        assert self.names.get(key(ref)) == image_id, f"{ref} is not on {image_id[:12]}"
+        del self.names[key(ref)]
+
+    def images(self) -> tuple[images.ImageInfo, ...]:
+        self._call("images")
+        return tuple(self._info(i) for i in sorted(self.known))
+
+    def remove(self, image: images.ImageInfo) -> bool:
+        self._call("remove", image.id)
+        self.names = {n: i for n, i in self.names.items() if i != image.id}
+        self.known.discard(image.id)
+        return True
 
     def container_events(
         self, name: str, since: float, until: float
@@ -192,8 +183,10 @@ class FakeStore:
 
     def pull(self, ref: Reference | str, *, expected_digest=None, progress=None) -> images.Pulled:  # type: ignore[no-untyped-def]
         self._call("pull", ref)
-        self.names[key(ref)] = self.registry[key(ref)]
-        return images.Pulled(self._resolved(key(ref)), cached=False, attempts=1)
+        self.names[key(ref)] = image_id = self.registry[key(ref)]
+        self.known.add(image_id)
+        resolved = images.Resolved(self.node, key(ref), self._info(image_id))
+        return images.Pulled(resolved, cached=False, attempts=1)
 
     def close(self) -> None:
         self._call("close")
@@ -203,6 +196,7 @@ class FakeStore:
     def start(self, container: str, image_id: str | None = None) -> None:
         """Start ``container`` on ``image_id``, by default on what the floating name names."""
         image_id = image_id or self.names[key(FLOATING)]
+        self.known.add(image_id)
         self.events.setdefault(container, []).append((time.time(), "start"))
         self.running[container] = images.Container(
             name=f"/{container}",
@@ -1083,6 +1077,7 @@ def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(
     """An interrupted run moved the name (its journal line says from what); the re-run's
     restart fails: both names go back to before the first run."""
     store = store_after_update("controller-0", running_image=OLD_ID)
+    store.known.add(PREV_ID)  # no name since the first run took the rollback name from it
     journal = Journal(tmp_path / "journal.jsonl", "run-0")
     journal.record(
         "retag",
