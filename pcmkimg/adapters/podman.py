@@ -34,40 +34,42 @@ from pcmkimg.adapters.localstore import (
     resolve_with_cli,
 )
 from pcmkimg.core.images import (
-    _FIXES,
     HOLD_TAG,
-    AuthError,
     Container,
-    DigestMismatch,
-    HostKeyRejected,
     ImageAbsent,
     ImageError,
     ImageInfo,
-    ImageNotFound,
     InvalidName,
     NodesUnreachable,
     NodeUnreachable,
     PodmanCommandFailed,
     Pruned,
     Pulled,
-    PullFailed,
     PullProgress,
-    RegistryUnreachable,
     Resolved,
     Retagged,
     StoreError,
     TagOp,
-    TLSError,
     Unresolved,
     _repository,
-    backoff_delays,
-    classify_pull_error,
     downtime,
     has_digest,
     image_info,
     parse_created,
 )
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
+from pcmkimg.core.pulls import (
+    _FIXES,
+    AuthError,
+    DigestMismatch,
+    HostKeyRejected,
+    ImageNotFound,
+    PullFailed,
+    RegistryUnreachable,
+    TLSError,
+    backoff_delays,
+    classify_pull_error,
+)
 from pcmkimg.core.reference import InvalidReference, Reference, parse
 from pcmkimg.core.store import Resolution, StorePort
 

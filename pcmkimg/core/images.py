@@ -14,10 +14,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from types import MappingProxyType
 
-from pcmkimg.core import commands as cmd
-from pcmkimg.errors import BadInput, Unreachable
+from pcmkimg.errors import Unreachable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -174,36 +172,8 @@ def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
 # More errors.
 
 
-class HostKeyRejected(NodeUnreachable):
-    """ssh refused the node's host key: it is unknown or it changed."""
-
-
-class RegistryUnreachable(ImageError):
-    """The registry did not answer, or answered with a server error (5xx). Transient."""
-
-
-class TLSError(ImageError):
-    """The TLS connection to the registry failed (certificate, or a plain-HTTP registry)."""
-
-
-class AuthError(ImageError):
-    """The registry refused the credentials, or asked for some."""
-
-
-class ImageNotFound(ImageError):
-    """The registry has no such repository or tag (or digest)."""
-
-
 class InvalidName(ImageError):
     """A name given to the store is not a valid reference, or not one usable here."""
-
-
-class DigestMismatch(ImageError, BadInput):
-    """The image has another digest than the one expected."""
-
-
-class PullFailed(ImageError):
-    """A pull failed for a reason not classified above."""
 
 
 class ImageAbsent(ImageError):
@@ -279,93 +249,6 @@ class Container:
 
 # ---------------------------------------------------------------------------------------------
 # Pure helpers (unit-tested with plain data).
-
-_TRANSIENT_WORDS = (
-    "connection refused",
-    "connection reset",
-    "no route to host",
-    "network is unreachable",
-    "i/o timeout",
-    "handshake timeout",
-    "deadline exceeded",
-    "timed out",
-    "timeout",
-    "no such host",
-    "temporary failure in name resolution",
-    "unexpected eof",
-    ": eof",
-    "too many requests",
-    "toomanyrequests",
-)
-_TLS_WORDS = (
-    "x509:",
-    "certificate",
-    "tls:",
-    "server gave http response to https client",
-    "first record does not look like a tls handshake",
-)
-_AUTH_WORDS = (
-    "unauthorized",
-    "authentication required",
-    "access to the resource is denied",
-    "denied:",
-    "invalid username/password",
-    "401",
-    "403",
-)
-_NOT_FOUND_WORDS = ("manifest unknown", "name unknown", "not found", "404", "no such image")
-_NAME_WORDS = (
-    "repository name must",
-    "invalid reference format",
-    "invalid reference",
-    "invalid tag",
-    "parsing reference",
-)
-_SERVER_ERROR = re.compile(r"\b5[0-9][0-9]\b")
-_TLS_FIX = (
-    "give the registry a certificate the node trusts (/etc/containers/certs.d/HOST:PORT/ca.crt), "
-    "or, for a plain-HTTP registry, write 'HOST:PORT = tls_verify=false' in the [registries] "
-    "section of pcmkimg.conf"
-)
-_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
-    {
-        RegistryUnreachable: "check that the registry runs and that the node can reach it, "
-        "then run the command again",
-        TLSError: _TLS_FIX,
-        AuthError: f"log in on the node ({cmd.shown(cmd.podman_login())}) or check the "
-        "credentials; a repository that does not exist may also be reported as denied",
-        ImageNotFound: "check the repository and tag in the registry "
-        f"({cmd.shown(cmd.skopeo_list_tags())})",
-        InvalidName: "give a valid reference such as registry.example.com:8787/ns/image:tag",
-        PullFailed: f"read the podman message above; run {cmd.quoted(cmd.podman_pull())} on the "
-        "node to see more",
-    }
-)
-
-
-def classify_pull_error(text: str) -> type[ImageError]:
-    """The error type for a pull failure message of podman.
-
-    Only :class:`RegistryUnreachable` is transient (worth a retry).
-    """
-    low = text.lower()
-    if any(w in low for w in _NAME_WORDS):
-        return InvalidName
-    if "handshake timeout" not in low and any(w in low for w in _TLS_WORDS):
-        return TLSError
-    if any(w in low for w in _TRANSIENT_WORDS) or _SERVER_ERROR.search(low):
-        if "status: 401" not in low and "status: 403" not in low:
-            return RegistryUnreachable
-    if any(w in low for w in _AUTH_WORDS):
-        return AuthError
-    if any(w in low for w in _NOT_FOUND_WORDS):
-        return ImageNotFound
-    return PullFailed
-
-
-def backoff_delays(retries: int, base: float = 1.0, cap: float = 30.0) -> list[float]:
-    """The waits before each retry: ``base``, twice that, ... never more than ``cap``."""
-    return [min(cap, base * 2**i) for i in range(max(0, retries))]
 
 
 def has_digest(image: ImageInfo, name: str, digest: str) -> bool:
