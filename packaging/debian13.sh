@@ -209,7 +209,7 @@ unshare -m --propagation private /bin/sh -eu -c '
     cd /
     umount -l /.oldroot
     exec /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        HOME=/root USER=root LANG=C.UTF-8 TERM=dumb CI=true PODMAN_IGNORE_CGROUPSV1_WARNING=1 \
+        HOME=/root USER=root LANG=C.UTF-8 TERM=dumb CI=true \
         /bin/sh -eu -c "
             cd /src/pcmkimg
             . /etc/os-release

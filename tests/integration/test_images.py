@@ -114,8 +114,13 @@ def test_pull_of_missing_tag_or_unknown_digest_fails_typed_store_unchanged(sb, s
     assert caught.value.fix
     with pytest.raises(images.ImageNotFound):
         store.pull(sb.ref("nsx/svc:1.0"))
-    with pytest.raises(images.ImageNotFound):
+    # A tag whose image has another digest than the one asked for: refused, both named.
+    with pytest.raises(images.DigestMismatch) as wrong:
         store.pull(sb.ref("ns1/svc:1.0"), expected_digest="sha256:" + "0" * 64)
+    assert "sha256:" + "0" * 64 in wrong.value.message
+    # A digest the registry does not have: not found.
+    with pytest.raises(images.ImageNotFound):
+        store.pull(sb.ref("ns1/svc") + "@sha256:" + "0" * 64)
     assert store.images() == before and cli_images(sb, node) == before_cli
 
 
