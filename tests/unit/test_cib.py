@@ -10,23 +10,14 @@ import pytest
 from lxml import etree
 
 from pcmkimg.core import cib as C
+from tests import fixtures
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 FLOATING = "cluster.common.tag/mariadb:pcmklatest"
 
 
-def load(name: str) -> etree._Element:
-    return C.parse_cib((FIXTURES / name).read_bytes())
-
-
-def status(name: str) -> C.ClusterStatus:
-    return C.cluster_status(C.parse_crm_mon((FIXTURES / name).read_bytes()))
-
-
-def canonical(el: etree._Element) -> tuple:
-    """Order-insensitive form of a configuration (attribute and sibling order ignored)."""
-    children = sorted(canonical(c) for c in el if isinstance(c.tag, str))
-    return (el.tag, tuple(sorted(el.attrib.items())), tuple(children))
+load = fixtures.cib
+status = fixtures.status
+canonical = fixtures.canonical
 
 
 def config(cib: etree._Element) -> tuple:
@@ -37,7 +28,7 @@ def config(cib: etree._Element) -> tuple:
 
 
 def test_parse_accepts_str_and_bytes_with_declaration() -> None:
-    text = '<?xml version="1.0" encoding="UTF-8"?>\n' + (FIXTURES / "base.xml").read_text()
+    text = '<?xml version="1.0" encoding="UTF-8"?>\n' + fixtures.text("base.xml")
     assert C.parse_cib(text).tag == "cib"
     assert C.parse_cib(text.encode()).tag == "cib"
 

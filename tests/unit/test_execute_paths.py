@@ -29,8 +29,7 @@ from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.store import StorePort
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows import update as execute
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
+from tests import fixtures
 
 BUNDLE_ID = "galera-bundle"
 FLOATING = "cluster.common.tag/mariadb:pcmklatest"
@@ -46,12 +45,8 @@ BUNDLE = plan.BundleRef(
 TIMEOUT = 5.0
 
 
-def _cib(name: str) -> cib.Element:
-    return cib.parse_cib((FIXTURES / name).read_bytes())
-
-
-def _mon(name: str) -> cib.Element:
-    return cib.parse_crm_mon((FIXTURES / name).read_bytes())
+_cib = fixtures.cib
+_mon = fixtures.mon
 
 
 def container_of(node: str) -> str:

@@ -6,7 +6,6 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Union
 
 import pytest
@@ -14,13 +13,12 @@ import pytest
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters import signals
 from pcmkimg.core import cib
+from tests import fixtures
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cib"
 Answer = Union[tuple[int, str, str], BaseException]
 
 
-def fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
+fixture = fixtures.text
 
 
 @dataclass
