@@ -45,7 +45,15 @@ class BundleRef:
     id: str
     service: str
     floating: str
+    """Its floating name, as the CIB writes it."""
     containers: Sequence[str] = ()
+    name: naming.FloatingName | None = None
+    """The floating name parsed once, where the bundle was found."""
+
+    @property
+    def ref(self) -> Reference:
+        """The floating name as a reference (parsed at most once: where the bundle was found)."""
+        return self.name.ref if self.name is not None else naming.parse(self.floating)
 
 
 @dataclass(frozen=True)
@@ -156,7 +164,7 @@ def match_bundle(
                 )
             continue
         if service in (bundle_id, found.service):
-            matches.append(BundleRef(bundle_id, found.service, image))
+            matches.append(BundleRef(bundle_id, found.service, image, name=found))
     if len(matches) == 1:
         return matches[0]
     known = sorted(f"{b} ({i})" for b, i in bundles if _classify(i, scheme) is not None)
@@ -292,7 +300,7 @@ def find_bundle(cluster: Cluster, service: str, scheme: naming.Scheme) -> Bundle
     pairs = [(b.id, b.image) for b in cib.bundles(cluster.config)]
     ref = match_bundle(pairs, service, scheme)
     containers = tuple(r.container_id for r in cluster.status.replicas_of(ref.id))
-    return BundleRef(ref.id, ref.service, ref.floating, containers)
+    return BundleRef(ref.id, ref.service, ref.floating, containers, ref.name)
 
 
 def node_facts(cluster: Cluster, bundle_id: str) -> list[NodeFacts]:

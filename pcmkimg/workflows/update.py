@@ -72,7 +72,7 @@ class Updater:
 
     # -- steps ----------------------------------------------------------------------------
 
-    def missing(self, nodes: Sequence[str], floating: str) -> set[str]:
+    def missing(self, nodes: Sequence[str], floating: Reference | str) -> set[str]:
         """The nodes where ``floating`` does not resolve (a store that can't be read is not
         counted: the pulls say what is wrong with it)."""
         found = self.stores.each(nodes, lambda s: s.resolve(floating))
@@ -139,7 +139,7 @@ class Updater:
         node = res.node
         self.check_others(bundle, node)
         store = self.stores.get(node)
-        retag = store.retag(bundle.floating, target_id)
+        retag = store.retag(bundle.ref, target_id)
         res.before = retag.old_id
         res.retagged = retag.moved
         res.after = retag.new_id
@@ -366,7 +366,7 @@ class Updater:
         """A re-run with no journal of the earlier retag: undo it as a swap with the image
         under the rollback name (the rollback name then keeps the target), if there is one
         other than the target."""
-        back = naming.rollback_for(parse(bundle.floating), store.scheme)
+        back = naming.rollback_for(bundle.ref, store.scheme)
         try:
             held = store.resolve(back)
         except PcmkimgError:
@@ -427,7 +427,7 @@ class Updater:
         """Show the new real image in the node attribute, as the guard's next monitor would
         (same attribute, same value). Done after the restart: no CIB write may delay it."""
         try:
-            found = self.stores.get(node).resolve(bundle.floating)
+            found = self.stores.get(node).resolve(bundle.ref)
             if isinstance(found, images.Resolved):
                 guard = cib.bundle(pacemaker.query_cib(self.runner), bundle.id).guard
                 name = naming.attribute_name(bundle.service, guard.attribute if guard else None)
@@ -442,7 +442,7 @@ class Updater:
         and bring the replica back on the previous image: cleaned up and started if it is
         down, restarted if it runs another image."""
         store = self.stores.get(node)
-        back = undo.rollback_name or str(naming.rollback_for(parse(bundle.floating), store.scheme))
+        back = undo.rollback_name or str(naming.rollback_for(bundle.ref, store.scheme))
         fix = f"on {node}: {cmd.quoted(cmd.tag(back, bundle.floating))}, then " + cmd.quoted(
             cmd.cleanup(bundle.id, node)
         )
@@ -519,7 +519,7 @@ class Updater:
                     self.keepalive = self._renewer(held, ttl)
                 elif step.kind == "preflight":
                     cluster = pacemaker.read_cluster(self.runner)
-                    missing = self.missing(step.nodes, bundle.floating)
+                    missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)
                     if problems:
                         raise plan.PreflightFailed(
