@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from pcmkimg.core.images import HOLD_TAG
 from pcmkimg.core.reference import (
     InvalidReference,
     Reference,
@@ -73,6 +74,13 @@ class Scheme:
             _check(f"prefix {self.prefix!r}", validate_path_component, component)
         _check("floating tag", validate_tag, self.tag)
         _check("rollback tag", validate_tag, self.rollback_tag)
+        for what, value in (("floating tag", self.tag), ("rollback tag", self.rollback_tag)):
+            if value == HOLD_TAG:
+                raise InvalidScheme(
+                    f"the {what} {value!r} is the internal hold tag: a retag or rollback gives "
+                    "it to an image for a moment and takes it off again",
+                    fix="choose another tag, e.g. 'pcmklatest' and 'pcmkprevious' (the defaults)",
+                )
         if self.tag == self.rollback_tag:
             raise InvalidScheme(
                 f"the floating tag and the rollback tag are both {self.tag!r}",

@@ -298,3 +298,17 @@ def test_fail_prints_one_line(capsys, exc: BaseException, text: str) -> None:
         cli._fail(None, exc)
     assert info.value.code == cli.exit_code(exc)
     assert capsys.readouterr().err == f"pcmkimg: error: {text}\n"
+
+
+@pytest.mark.parametrize("key", ["tag", "rollback_tag"])
+def test_the_hold_tag_in_the_scheme_is_exit_2_on_one_line(capsys, tmp_path: Path, key: str) -> None:
+    from pcmkimg.core.images import HOLD_TAG
+
+    path = tmp_path / "hold.conf"
+    path.write_text(f"[scheme]\n{key} = {HOLD_TAG}\n")
+    code, out, err = run_main(
+        capsys, "--conf", str(path), "update", "svc", "--image", "reg.example.com/ns/svc:1", "--all"
+    )
+    assert code == cli.BAD_INPUT and out == ""
+    (line,) = err.splitlines()
+    assert HOLD_TAG in line and str(path) in line and "; fix: " in line

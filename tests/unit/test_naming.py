@@ -85,6 +85,8 @@ def test_bad_prefix(prefix: str, words: str) -> None:
         ({"tag": "same", "rollback_tag": "same"}, "both 'same'"),
         ({"prefix": 3}, "must be a string"),
         ({"tag": None}, "must be a string"),
+        ({"tag": "pcmkhold"}, "floating tag 'pcmkhold' is the internal hold tag"),
+        ({"rollback_tag": "pcmkhold"}, "rollback tag 'pcmkhold' is the internal hold tag"),
     ],
 )
 def test_bad_tags(kwargs: dict[str, object], words: str) -> None:
