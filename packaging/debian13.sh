@@ -83,10 +83,14 @@ root_ok() {
         say "the cached root is older than $MAX_AGE_DAYS days"
         return 1
     }
-    grep -q "^VERSION_CODENAME=$SUITE\$" "$BASE/etc/os-release" 2>/dev/null || return 1
-    chroot "$BASE" /usr/bin/python3 -c 'import ssl, venv' 2>/dev/null || return 1
-    chroot "$BASE" dpkg-query -W apt make git iproute2 procps mount >/dev/null 2>&1 || return 1
-    chroot "$BASE" apt-get -q check >/dev/null 2>&1 || return 1
+    if grep -q "^VERSION_CODENAME=$SUITE\$" "$BASE/etc/os-release" 2>/dev/null &&
+        chroot "$BASE" /usr/bin/python3 -c 'import ssl, venv' 2>/dev/null &&
+        chroot "$BASE" dpkg-query -W apt make git iproute2 procps mount >/dev/null 2>&1 &&
+        chroot "$BASE" apt-get -q check >/dev/null 2>&1; then
+        return 0
+    fi
+    say "the cached root fails its sanity check (os-release, python3, packages, apt-get check)"
+    return 1
 }
 
 build_root() {
@@ -179,6 +183,8 @@ policy=$(host_apt_policy)
 [ -n "$policy" ] && printf '%s\n' "$policy" >"$ROOT/etc/apt/apt.conf.d/99pcmkimg-host"
 
 # The committed HEAD, as CI's clean clone.
+# A checkout owned by another user (a CI runner's) is still ours to read.
+git() { command git -c safe.directory="$SRC" "$@"; }
 rev=$(git -C "$SRC" rev-parse HEAD)
 git clone --quiet --no-hardlinks "$SRC" "$ROOT/src/pcmkimg"
 git -C "$ROOT/src/pcmkimg" checkout --quiet --detach "$rev"
