@@ -81,12 +81,23 @@ class CheckFailed(Refused):
 # --------------------------------------------------------------------------- context
 
 
+#: The commands that change nothing: the only ones that work on a saved CIB (--cib-file, CIB_file).
+OFFLINE_COMMANDS = frozenset({"status", "check", "history"})
+
+
 @dataclass
 class Env:
     json: bool
     conf_path: str | None
-    runner: pacemaker.Runner
     journal_dir: str
+    cib_file: str | None = None
+    command: str | None = None
+
+    @functools.cached_property
+    def runner(self) -> pacemaker.Runner:
+        """Made on first use (so that `--help` works in any environment): live, or offline on a
+        saved CIB for a read-only command; refuses a CIB_* variable it cannot honour."""
+        return pacemaker.runner_for(self.cib_file, read_only=self.command in OFFLINE_COMMANDS)
 
     @functools.cached_property
     def conf(self) -> config.Config:
@@ -105,8 +116,15 @@ class Env:
         click.echo(text, err=True)
 
 
-def _env() -> Env:
-    return click.get_current_context().find_object(Env)  # type: ignore[return-value]
+def _env(cib_file: str | None = None) -> Env:
+    """The context of the running command, its configuration read: every command calls this
+    first, so that a bad or missing configuration file is exit 2 before anything else runs
+    (and after click has answered ``--help``)."""
+    env: Env = click.get_current_context().find_object(Env)  # type: ignore[assignment]
+    if cib_file is not None:  # the command's own --cib-file (before the runner is made)
+        env.cib_file = cib_file
+    env.conf  # noqa: B018 - read now: it raises ConfigError
+    return env
 
 
 @contextmanager
@@ -150,6 +168,15 @@ def timeout_option(default: int, text: str):  # type: ignore[no-untyped-def]
     )
 
 
+cib_file_option = click.option(
+    "--cib-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Offline: read this saved CIB (cibadmin --query > FILE) instead of the live cluster; "
+    "status and check only (default $CIB_file).",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pcmkimg")
 @click.option("--json", "as_json", is_flag=True, help="Machine output (a JSON document).")
@@ -165,19 +192,23 @@ def timeout_option(default: int, text: str):  # type: ignore[no-untyped-def]
     show_default=True,
     help="Where the update journal lives (root-owned).",
 )
+@cib_file_option
 @click.pass_context
-def cli(ctx: click.Context, as_json: bool, conf: str | None, journal_dir: str) -> None:
+def cli(
+    ctx: click.Context, as_json: bool, conf: str | None, journal_dir: str, cib_file: str | None
+) -> None:
     """Per-node floating image names for Pacemaker bundles."""
-    ctx.obj = Env(as_json, conf, pacemaker.Runner(), journal_dir)
+    ctx.obj = Env(as_json, conf, journal_dir, cib_file, ctx.invoked_subcommand)
 
 
 @cli.command()
 @click.argument("services", nargs=-1, **completes(complete_service))
-def status(services: tuple[str, ...]) -> None:
+@cib_file_option
+def status(services: tuple[str, ...], cib_file: str | None) -> None:
     """What runs behind each floating name on each node (drift, role, guard, failures)."""
     from pcmkimg.workflows import status as st
 
-    env = _env()
+    env = _env(cib_file)
     cluster = pacemaker.read_cluster(env.runner)
     found = st.floating_bundles(cluster, env.conf.scheme, services)
     with _stores(env) as stores:
@@ -186,11 +217,12 @@ def status(services: tuple[str, ...]) -> None:
 
 
 @cli.command()
-def check() -> None:
+@cib_file_option
+def check(cib_file: str | None) -> None:
     """Preflight: list every problem that would make an update unsafe; exit 3 if any."""
     from pcmkimg.workflows import status as st
 
-    env = _env()
+    env = _env(cib_file)
     cluster = pacemaker.read_cluster(env.runner)
     found = st.floating_bundles(cluster, env.conf.scheme)
     with _stores(env) as stores:
@@ -485,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         if ctx is not None and isinstance(ctx.obj, Env):
             return ctx.obj
         # Failed before the group ran (e.g. a broken config): still honour --json.
-        return Env(True, None, pacemaker.Runner(), "") if "--json" in args else None
+        return Env(True, None, "") if "--json" in args else None
 
     if COMPLETE_VAR in os.environ:  # TAB in a shell: click's completion protocol
         cli.main(args, prog_name="pcmkimg", complete_var=COMPLETE_VAR)

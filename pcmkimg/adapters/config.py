@@ -1,8 +1,9 @@
 """The pcmkimg configuration file: where each node's podman API is, and how to reach it.
 
 The file is ``/etc/pcmkimg/pcmkimg.conf`` unless the environment variable ``PCMKIMG_CONF`` or
-the ``path`` argument of :func:`load` names another. A missing file is not an error: every
-setting has a default, and the local node is reached through its local podman socket. The file
+the ``path`` argument of :func:`load` names another. A missing default file is not an error:
+every setting has a default, and the local node is reached through its local podman socket. A
+file that ``PCMKIMG_CONF`` or ``path`` names must exist. The file
 is INI (Python's configparser) with ``=`` as the only delimiter, so that keys may hold a ``:``
 (``host:port``). Keys are case-sensitive; ``#`` and ``;`` start comment lines. Every section is
 optional::
@@ -146,14 +147,21 @@ def _default_path() -> Path:
 def load(path: str | os.PathLike[str] | None = None) -> Config:
     """Read the configuration from ``path``, else ``$PCMKIMG_CONF``, else the default path.
 
-    A file that does not exist gives the defaults; one that exists but cannot be read or parsed
-    raises ConfigError.
+    Only the default path may be absent (the defaults then: the local node alone is reachable).
+    A file named by ``path`` or ``$PCMKIMG_CONF`` that does not exist, and any file that cannot
+    be read or parsed, raises ConfigError naming it.
     """
+    named = "--conf" if path is not None else ENV_VAR if os.environ.get(ENV_VAR) else None
     where = Path(path) if path is not None else _default_path()
     try:
         text = where.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return Config()
+    except FileNotFoundError as err:
+        if named is None:
+            return Config()
+        raise ConfigError(
+            f"the configuration file {where} (given by {named}) does not exist",
+            fix=f"create {where}, or give the path of an existing file with {named}",
+        ) from err
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(
             f"cannot read the configuration file {where}: {err}",

@@ -312,3 +312,23 @@ def test_the_hold_tag_in_the_scheme_is_exit_2_on_one_line(capsys, tmp_path: Path
     assert code == cli.BAD_INPUT and out == ""
     (line,) = err.splitlines()
     assert HOLD_TAG in line and str(path) in line and "; fix: " in line
+
+
+@pytest.mark.parametrize("via", ["option", "environment"])
+@pytest.mark.parametrize("command", [("status",), ("history",), ("prune", "svc", "--all")])
+def test_a_missing_conf_file_is_exit_2_naming_it_before_anything_runs(
+    capsys, tmp_path: Path, monkeypatch, via: str, command: tuple[str, ...]
+) -> None:
+    absent = tmp_path / "no-such.conf"
+    ran: list[object] = []
+    monkeypatch.setattr(pacemaker.Runner, "run", lambda self, *a, **k: ran.append(a))
+    monkeypatch.setattr(journal, "history", lambda *a, **k: ran.append(a) or iter(()))
+    if via == "environment":
+        monkeypatch.setenv("PCMKIMG_CONF", str(absent))
+        argv: tuple[str, ...] = command
+    else:
+        argv = ("--conf", str(absent), *command)
+    code, out, err = run_main(capsys, "--journal-dir", str(tmp_path / "j"), *argv)
+    assert (code, out, ran) == (cli.BAD_INPUT, "", [])
+    (line,) = err.splitlines()
+    assert str(absent) in line and "/etc/pcmkimg" not in line and "; fix: " in line

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pcmkimg.adapters import config as config_mod
 from pcmkimg.adapters.config import (
     LOCAL_URL,
     Config,
@@ -74,8 +75,12 @@ def test_tls_is_verified_unless_that_registry_says_otherwise() -> None:
     assert config.tls_verify(None) is True
 
 
-def test_missing_file_gives_defaults_and_the_local_socket(tmp_path: Path) -> None:
-    config = load(tmp_path / "absent.conf")
+def test_missing_default_file_gives_defaults_and_the_local_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PCMKIMG_CONF", raising=False)
+    monkeypatch.setattr(config_mod, "DEFAULT_PATH", tmp_path / "absent.conf")
+    config = load()
     assert config == Config()
     assert config.url_for("here", local_node="here") == LOCAL_URL
     with pytest.raises(NodeNotConfigured) as caught:
@@ -94,7 +99,19 @@ def test_environment_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("PCMKIMG_CONF", str(conf))
     config = load()
     assert config.nodes["n1"] == "unix:///tmp/n1.sock" and config.path == conf
-    assert load(tmp_path / "absent") == Config()
+
+
+def test_a_named_file_that_is_missing_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    absent = tmp_path / "absent.conf"
+    with pytest.raises(ConfigError) as caught:
+        load(absent)
+    assert str(absent) in caught.value.one_line() and caught.value.fix
+    monkeypatch.setenv("PCMKIMG_CONF", str(absent))
+    with pytest.raises(ConfigError) as caught:
+        load()
+    assert str(absent) in caught.value.one_line() and "PCMKIMG_CONF" in caught.value.one_line()
 
 
 @pytest.mark.parametrize(
