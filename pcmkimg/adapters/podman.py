@@ -48,6 +48,7 @@ from pcmkimg.core.images import (
     PullProgress,
     Resolved,
     Retagged,
+    SocketDown,
     StoreError,
     TagOp,
     Unresolved,
@@ -473,11 +474,13 @@ def connect(
                     _unreachable_fix(url),
                     node=node,
                 )
-    except BaseException:
+    except BaseException as err:
         if store is not None:
             store.close()
         elif tunnel is not None:
             tunnel.close()
+        if tunnel is None and type(err) is NodeUnreachable:  # a unix:// socket that is down
+            raise SocketDown(err.detail, err.fix, node=node) from err
         raise
     return store
 
@@ -544,6 +547,7 @@ __all__ = [
     "InvalidName",
     "NodeUnreachable",
     "NodesUnreachable",
+    "SocketDown",
     "PodmanCommandFailed",
     "Pruned",
     "PullFailed",

@@ -180,6 +180,11 @@ def status(*services: str) -> list[str]:
 # --------------------------------------------------------------------------- podman, skopeo
 
 
+def enable_podman_socket() -> list[str]:
+    """Start the podman API socket now and at boot (what the RPM's %post does)."""
+    return ["systemctl", "enable", "--now", "podman.socket"]
+
+
 def podman_login(registry: str = "REGISTRY") -> list[str]:
     return ["podman", "login", registry]
 

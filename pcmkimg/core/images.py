@@ -44,6 +44,11 @@ class NodeUnreachable(ImageError):
     """The node's podman API service cannot be reached."""
 
 
+class SocketDown(NodeUnreachable):
+    """The local podman API socket (``unix://``) does not answer: pcmkimg can't reach that
+    store, and the guard there falls back to the slower podman command."""
+
+
 class NodesUnreachable(Unreachable):
     """One or more nodes' image stores can't be reached."""
 

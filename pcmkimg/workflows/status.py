@@ -26,6 +26,8 @@ class NodeView:
     resolved: images.Resolved | None = None
     containers: tuple[images.Container, ...] = ()
     error: str | None = None
+    socket_down: bool = False
+    """The node's local podman API socket does not answer (the guard falls back there)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ def gather(cluster: Cluster, stores: images.Stores, services: list[Service]) -> 
                 out.views[key] = NodeView(fact.name, error=fact.why_not_ready or "not queried")
             elif isinstance(answer, Exception):
                 msg = answer.one_line() if isinstance(answer, PcmkimgError) else str(answer)
-                out.views[key] = NodeView(fact.name, error=msg)
+                down = isinstance(answer, images.SocketDown)
+                out.views[key] = NodeView(fact.name, error=msg, socket_down=down)
             else:
                 resolved, containers = answer
                 found = resolved[service.floating]
@@ -232,6 +235,17 @@ class Problem:
     message: str
 
 
+def _unreachable(node: str, view: NodeView) -> Problem:
+    if view.socket_down:
+        return Problem(
+            "podman-socket",
+            f"{node}: the podman API socket does not answer: pcmkimg can't read or change this "
+            "node's store, and the guard there falls back to the slower podman command; fix: "
+            f"{cmd.shown(cmd.enable_podman_socket())} on {node}",
+        )
+    return Problem("unreachable", f"{node}: {view.error}")
+
+
 def _drift(s: Service, view: NodeView, replica: cib.ReplicaStatus | None) -> list[Problem]:
     """The replica on this node runs another image than its floating name names there."""
     running = _running(view, replica)
@@ -314,7 +328,7 @@ def problems(g: Gathered) -> list[Problem]:
                     )
                 )
             elif view.error is not None:
-                found.append(Problem("unreachable", f"{fact.name}: {view.error}"))
+                found.append(_unreachable(fact.name, view))
             elif view.resolved is None:
                 found.append(
                     Problem(

@@ -130,6 +130,14 @@ def check_flags(argv: Sequence[str]) -> None:
         raise Rejected(f"{C.shown(argv)} -> rc {proc.returncode}: {proc.stderr.strip()}")
 
 
+def check_systemctl(argv: Sequence[str]) -> None:
+    """systemctl parses its options before --help (an unknown one is refused); nothing runs."""
+    need_tools("systemctl")
+    proc = _run([*argv, "--help"])
+    if proc.returncode != 0:
+        raise Rejected(f"{C.shown(argv)} -> rc {proc.returncode}: {proc.stderr.strip()}")
+
+
 def check_keyscan(argv: Sequence[str]) -> None:
     """ssh-keyscan prints its usage on a malformed command line. The hosts in the tests are
     loopback only (nothing listens on port 1: the scan itself finds nothing)."""
@@ -150,6 +158,8 @@ def check(argv: Sequence[str], cib_file: Path) -> None:
         parse_pcmkimg(argv)
     elif argv[0] == "ssh-keyscan":
         check_keyscan(argv)
+    elif argv[0] == "systemctl":
+        check_systemctl(argv)
     else:
         check_flags(argv)
 
@@ -198,6 +208,7 @@ EVERY = [
     C.status(),
     C.status("mariadb", "redis"),
     C.podman_login(),
+    C.enable_podman_socket(),
     C.podman_pull("reg.example.com:8787/ns/mariadb:17.1.2"),
     C.tag("reg.example.com:8787/ns/mariadb:17.1.2", "cluster.common.tag/mariadb:pcmklatest"),
     C.skopeo_list_tags(),
@@ -231,6 +242,7 @@ _ARGS: dict[str, list[tuple[str, ...]]] = {
     "refresh": [("galera-bundle", "controller-1")],
     "clear_ban": [("galera-bundle", "controller-1")],
     "wait": [()],
+    "enable_podman_socket": [()],
     "manage": [("cinder-volume-bundle",)],
     "enable": [("cinder-volume-bundle",)],
     "set_interleave": [("galera-bundle",)],
@@ -364,6 +376,7 @@ def test_the_guard_dry_run_commands_wire_the_guard(tmp_path: Path) -> None:
         ["podman", "pull", "--bogus", "x"],
         ["skopeo", "list-tag", "docker://x/y"],
         ["ssh-keyscan", "-P", "1", "127.0.0.1"],
+        ["systemctl", "enable", "--nowx", "podman.socket"],
     ],
     ids=C.shown,
 )
