@@ -31,7 +31,7 @@ from lxml import etree
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import LeftBehind, NodeFailed, Refused, Unreachable
+from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, Refused, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,10 @@ class OfflineError(PacemakerError, Refused):
     """The operation needs a live cluster but the runner works on a CIB file."""
 
 
+class CibEnvironmentError(BadInput):
+    """A ``CIB_*`` variable or ``--cib-file`` that this command cannot honour."""
+
+
 # The restart's refusals are core rules (restart.check_restartable); named here for callers.
 RestartRefusedError = restart.RestartRefusedError
 
@@ -165,7 +169,10 @@ class Runner:
         return self.cib_file is not None
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "CIB_file"}
+        """The tools' environment: ours without any ``CIB_*`` variable (a ``CIB_shadow``,
+        ``CIB_file`` or ``CIB_server`` would point the tools at another CIB than the live one
+        while podman's changes stay real), ``LC_ALL=C``, and ``CIB_file`` when offline."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(CIB_ENV_PREFIX)}
         env["LC_ALL"] = "C"
         if self.cib_file is not None:
             env["CIB_file"] = self.cib_file
@@ -201,6 +208,54 @@ class Runner:
         if check and rc != 0:
             raise tool_error(result)
         return result
+
+
+CIB_ENV_PREFIX = "CIB_"
+"""Pacemaker's tools read the CIB named by these variables (CIB_file, CIB_shadow,
+CIB_shadow_dir, CIB_server, CIB_port, CIB_user, CIB_passwd, CIB_encrypted): never passed on."""
+
+
+def cib_variables(environ: Mapping[str, str]) -> list[str]:
+    """The ``CIB_*`` variables set (non-empty) in ``environ``, sorted."""
+    return sorted(k for k, v in environ.items() if k.startswith(CIB_ENV_PREFIX) and v)
+
+
+def runner_for(
+    cib_file: str | None, *, read_only: bool, environ: Mapping[str, str] = os.environ
+) -> Runner:
+    """The runner of one command: live, or offline on a saved CIB.
+
+    The offline mode is for read-only commands: ``cib_file`` (``--cib-file``), else
+    ``CIB_file`` from the environment. Refused (:class:`CibEnvironmentError`, exit 2) for a
+    command that changes anything, and any other ``CIB_*`` variable (a shadow CIB, a remote
+    CIB connection) is refused for every command: the CIB changes would go there while the
+    image stores' changes are real.
+    """
+    others = [k for k in cib_variables(environ) if k != "CIB_file"]
+    if others:
+        names = ", ".join(others)  # names only: CIB_passwd's value stays unprinted
+        raise CibEnvironmentError(
+            f"{names} {'is' if len(others) == 1 else 'are'} set: pcmkimg reads and changes the "
+            "live cluster's CIB only (a shadow CIB or another CIB connection is refused: the "
+            "image stores' changes would be real)",
+            f"unset it ({cmd.shown(['unset', *others])}); "
+            "status and check read a saved CIB with --cib-file",
+        )
+    path = cib_file or environ.get("CIB_file") or None
+    if path is None:
+        return Runner()
+    origin = f"--cib-file {path}" if cib_file else f"CIB_file={path}"
+    if not read_only:
+        raise CibEnvironmentError(
+            f"{origin}: only status and check work on a saved CIB; this command changes the "
+            "cluster or the nodes' image stores",
+            "run it on a cluster node without --cib-file, with CIB_file unset",
+        )
+    if not os.path.isfile(path):
+        raise CibEnvironmentError(
+            f"{origin}: no such file", "give a CIB saved with: cibadmin --query > FILE"
+        )
+    return Runner(cib_file=os.path.abspath(path))
 
 
 def tool_error(result: Result) -> ToolError:
@@ -453,7 +508,43 @@ def restart_replica(
 # --------------------------------------------------------------------------- snapshot
 
 
+def _version(runner: Runner) -> cib.Element:
+    """The ``<cib>`` element alone, with its version attributes (``--no-children``)."""
+    root = cib.parse_xml(runner.run(["cibadmin", "--query", "--no-children"]).stdout)
+    if root.tag != "cib":
+        raise cib.CibStructureError(f"XML is not a CIB: root <{root.tag}>", FIX_ROOT)
+    return root
+
+
+def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.Element]:
+    """The configuration section alone (``--scope configuration``: a few hundred kB where the
+    whole CIB with its status history can be 50 MB) under its ``<cib>`` element and version,
+    and ``crm_mon --output-as=xml``, from one snapshot: the configuration's version is the
+    same before and after crm_mon reads the state (else it is read again)."""
+    for attempt in range(1, attempts + 1):
+        head = _version(runner)
+        section = cib.parse_xml(
+            runner.run(["cibadmin", "--query", "--scope", "configuration"]).stdout
+        )
+        mon = status_xml(runner)
+        if runner.offline or cib.cib_version(_version(runner))[:2] == cib.cib_version(head)[:2]:
+            break
+        if attempt == attempts:
+            raise CibChangedError(
+                f"the configuration changed during each of {attempts} reads",
+                "retry when the cluster's configuration is not being changed",
+                argv=("cibadmin", "--query"),
+            )
+        time.sleep(0.1 * attempt)
+    if section.tag != "configuration":
+        raise cib.CibStructureError(
+            f"cibadmin --query --scope configuration printed <{section.tag}>", FIX_ROOT
+        )
+    head.append(section)
+    return head, mon
+
+
 def read_cluster(runner: Runner) -> plan.Cluster:
-    config = query_cib(runner)
-    mon = status_xml(runner)
+    """The configuration and the state, from one snapshot (see :func:`query_config`)."""
+    config, mon = query_config(runner)
     return plan.Cluster(config, mon, cib.cluster_status(mon))

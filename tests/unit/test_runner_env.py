@@ -1,0 +1,109 @@
+"""The tools' environment (no CIB_* variable reaches them), the offline mode's rules, and the
+snapshot read (the configuration alone, crm_mon, one version)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import cib
+from tests import fixtures
+from tests.unit.test_pacemaker import Recorded
+
+ALL_CIB_VARS = {
+    "CIB_file": "/leaked.xml",
+    "CIB_shadow": "experiment",
+    "CIB_shadow_dir": "/tmp/shadows",
+    "CIB_server": "10.0.0.9",
+    "CIB_port": "1234",
+    "CIB_user": "hacluster",
+    "CIB_passwd": "s3cret",
+    "CIB_encrypted": "false",
+}
+
+
+def test_no_cib_variable_reaches_the_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in ALL_CIB_VARS.items():
+        monkeypatch.setenv(name, value)
+    env = pm.Runner().env()
+    assert not [k for k in env if k.startswith("CIB_")]
+    assert env["LC_ALL"] == "C"
+    offline = pm.Runner(cib_file="/tmp/saved.xml").env()
+    assert [k for k in offline if k.startswith("CIB_")] == ["CIB_file"]
+    assert offline["CIB_file"] == "/tmp/saved.xml"
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+@pytest.mark.parametrize("name", sorted(set(ALL_CIB_VARS) - {"CIB_file"}))
+def test_a_shadow_or_remote_cib_is_refused_naming_the_variable(name: str, read_only: bool) -> None:
+    with pytest.raises(pm.CibEnvironmentError) as err:
+        pm.runner_for(None, read_only=read_only, environ={name: ALL_CIB_VARS[name]})
+    text = err.value.one_line()
+    assert name in text and "unset" in text
+    assert ALL_CIB_VARS[name] not in text.replace(name, "")  # the value (a password) unprinted
+
+
+def test_cib_file_is_the_offline_mode_of_read_only_commands(tmp_path: Path) -> None:
+    saved = tmp_path / "cib.xml"
+    saved.write_text(fixtures.text("base.xml"))
+    other = tmp_path / "other.xml"
+    other.write_text(fixtures.text("base.xml"))
+    assert pm.runner_for(None, read_only=True, environ={}) == pm.Runner()
+    assert pm.runner_for(None, read_only=True, environ={"CIB_file": str(saved)}).cib_file == str(
+        saved
+    )
+    # --cib-file wins over CIB_file; an empty CIB_file is no CIB_file
+    given = pm.runner_for(str(other), read_only=True, environ={"CIB_file": str(saved)})
+    assert given.cib_file == str(other) and given.offline
+    assert not pm.runner_for(None, read_only=True, environ={"CIB_file": ""}).offline
+    for path, env in ((str(saved), {}), (None, {"CIB_file": str(saved)})):
+        with pytest.raises(pm.CibEnvironmentError, match="only status and check") as err:
+            pm.runner_for(path, read_only=False, environ=env)
+        assert err.value.family is not None and err.value.family.__name__ == "BadInput"
+    with pytest.raises(pm.CibEnvironmentError, match="no such file"):
+        pm.runner_for(str(tmp_path / "absent.xml"), read_only=True, environ={})
+
+
+def _head(epoch: int) -> str:
+    return f'<cib admin_epoch="0" epoch="{epoch}" num_updates="7" validate-with="pacemaker-3.9"/>'
+
+
+def _section() -> str:
+    whole = cib.parse_cib(fixtures.text("status-ok.xml"))
+    return etree.tostring(whole.find("configuration"), encoding="unicode")
+
+
+def _snapshot_runner(heads: list[int]) -> pm.Runner:
+    answers = {
+        ("cibadmin", "--query", "--no-children"): [(0, _head(e), "") for e in heads],
+        ("cibadmin", "--query", "--scope", "configuration"): [(0, _section(), "")],
+        ("crm_mon",): [(0, fixtures.text("mon-ok.xml"), "")],
+    }
+    return pm.Runner(backend=Recorded(answers))  # type: ignore[arg-type]
+
+
+def test_read_cluster_reads_the_configuration_alone_under_its_version() -> None:
+    r = _snapshot_runner([24, 24])
+    cluster = pm.read_cluster(r)
+    calls = r.backend.argvs()  # type: ignore[attr-defined]
+    assert calls == [
+        ("cibadmin", "--query", "--no-children"),
+        ("cibadmin", "--query", "--scope", "configuration"),
+        ("crm_mon", "-1", "--output-as=xml"),
+        ("cibadmin", "--query", "--no-children"),
+    ]
+    assert ("cibadmin", "--query") not in calls  # never the whole CIB with its status
+    assert cib.cib_version(cluster.config) == cib.CibVersion(0, 24, 7)
+    assert cluster.config.find("status") is None
+    assert [b.id for b in cib.bundles(cluster.config)]  # the model reads it as a CIB
+    assert cluster.status.dc == "controller-0"
+
+
+def test_read_cluster_reads_again_when_the_configuration_changed_meanwhile() -> None:
+    r = _snapshot_runner([24, 25, 25, 25])
+    cluster = pm.read_cluster(r)
+    assert cib.cib_version(cluster.config).epoch == 25
+    assert r.backend.argvs().count(("crm_mon", "-1", "--output-as=xml")) == 2  # type: ignore[attr-defined]
