@@ -116,6 +116,16 @@ class Env:
         click.echo(text, err=True)
 
 
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (ESC, CR, newline, other control
+    and format characters) shown as a Python escape (``\\x1b``): stored text that reaches a
+    terminal can't move its cursor, retitle it or hide a line. For the lines of ``history``
+    and ``status``; JSON output escapes by itself."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def _env(cib_file: str | None = None) -> Env:
     """The context of the running command, its configuration read: every command calls this
     first, so that a bad or missing configuration file is exit 2 before anything else runs
@@ -213,7 +223,7 @@ def status(services: tuple[str, ...], cib_file: str | None) -> None:
     found = st.floating_bundles(cluster, env.conf.scheme, services)
     with _stores(env) as stores:
         doc = st.rows(st.gather(cluster, stores, found))
-    env.out(doc, st.table(doc))
+    env.out(doc, [printable(line) for line in st.table(doc)])
 
 
 @cli.command()
@@ -373,7 +383,7 @@ def history(service: str | None, limit: int) -> None:
     for e in entries:
         rest = {k: v for k, v in e.items() if k not in ("time", "run", "event")}
         detail = " ".join(f"{k}={v}" for k, v in sorted(rest.items()))
-        lines.append(f"{e.get('time')} {e.get('run')} {e.get('event')} {detail}")
+        lines.append(printable(f"{e.get('time')} {e.get('run')} {e.get('event')} {detail}"))
     env.out(entries, lines or ["the journal is empty"])
 
 

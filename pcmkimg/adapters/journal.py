@@ -1,8 +1,11 @@
 """The update journal: JSON lines under /var/lib/pcmkimg/, one line per step.
 
-The directory must be owned by root (or by the user running pcmkimg) and not
-writable by group or others; the file is created 0600. ``pcmkimg history``
-reads it back.
+The directory must be a real directory (not a symbolic link), owned by root (or by the user
+running pcmkimg) and not writable by group or others; it is opened with ``O_NOFOLLOW`` and
+checked on every write and read, and the file, opened relative to it with ``O_NOFOLLOW``, is
+created 0600. A record starts on a line of its own even after a torn last line, and is written
+whole. ``pcmkimg history`` reads it back, skipping lines that are not JSON objects (a torn line,
+bytes that are not UTF-8).
 """
 
 from __future__ import annotations
@@ -25,25 +28,60 @@ class UnsafeStateDir(Refused):
     """The state directory could be written by someone else."""
 
 
+def _open_dir(path: Path) -> int:
+    """The directory opened without following a symbolic link, after the ownership and mode
+    checks: a file descriptor to open the journal relative to (the caller closes it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafeStateDir(
+                f"state directory {path} is a symbolic link: pcmkimg does not follow it",
+                f"give the real directory ({os.path.realpath(path)}) with --journal-dir, or "
+                f"replace {path} by a directory owned by root with mode 0700",
+            ) from exc
+        if isinstance(exc, PermissionError):
+            raise UnsafeStateDir(
+                f"cannot use the state directory {path}: {exc.strerror}", "run pcmkimg as root"
+            ) from exc
+        raise
+    try:
+        st = os.fstat(fd)
+        if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UnsafeStateDir(
+                f"state directory {path} is owned by uid {st.st_uid} with mode "
+                f"{stat.S_IMODE(st.st_mode):o}: others could forge the journal",
+                f"chown root:root {path} && chmod 0700 {path}",
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _check_dir(path: Path) -> None:
-    st = path.stat()
-    if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UnsafeStateDir(
-            f"state directory {path} is owned by uid {st.st_uid} with mode "
-            f"{stat.S_IMODE(st.st_mode):o}: others could forge the journal",
-            f"chown root:root {path} && chmod 0700 {path}",
-        )
+    os.close(_open_dir(path))
 
 
 def ensure_dir(path: Path) -> Path:
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _check_dir(path)
     except PermissionError as exc:
         raise UnsafeStateDir(
             f"cannot use the state directory {path}: {exc.strerror}", "run pcmkimg as root"
         ) from exc
+    _check_dir(path)
     return path
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written (it may write fewer than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(f"the journal took no bytes ({len(view)} left to write)")
+        view = view[written:]
 
 
 @dataclass(frozen=True)
@@ -59,11 +97,19 @@ class Journal:
         }
         line.update(fields)
         data = (json.dumps(line, sort_keys=True) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        dir_fd = _open_dir(self.path.parent)
         try:
-            if stat.S_IMODE(os.fstat(fd).st_mode) != 0o600:
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(self.path.name, flags, 0o600, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        try:
+            st = os.fstat(fd)
+            if stat.S_IMODE(st.st_mode) != 0o600:
                 os.fchmod(fd, 0o600)
-            os.write(fd, data)
+            if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+                data = b"\n" + data  # a torn last line: this record starts on a line of its own
+            _write_all(fd, data)
         finally:
             os.close(fd)
 
@@ -74,25 +120,40 @@ def open_journal(directory: Path = DEFAULT_DIR, run: str | None = None) -> Journ
     return Journal(directory / FILE, run)
 
 
+def _read(directory: Path) -> bytes | None:
+    """The journal's bytes, None when there is none; the directory checked, no link followed."""
+    try:
+        dir_fd = _open_dir(directory)
+    except FileNotFoundError:
+        return None
+    try:
+        fd = os.open(FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except PermissionError as exc:
+        raise UnsafeStateDir(
+            f"cannot read the journal {directory / FILE}: {exc.strerror}", "run pcmkimg as root"
+        ) from exc
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as src:
+        return src.read()
+
+
 def history(directory: Path = DEFAULT_DIR, service: str | None = None) -> Iterator[dict]:
-    """Journal entries, oldest first; lines that are not JSON are skipped.
+    """Journal entries, oldest first; lines that are not JSON objects are skipped (bytes that
+    are not UTF-8 are read as U+FFFD).
 
     With ``service``, the entries of every run that was about it, also those that do not name
     the service themselves (the pulls of an update, for one).
     """
-    path = directory / FILE
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
+    raw = _read(directory)
+    if raw is None:
         return
-    except PermissionError as exc:
-        raise UnsafeStateDir(
-            f"cannot read the journal {path}: {exc.strerror}", "run pcmkimg as root"
-        ) from exc
     entries = []
-    for raw in lines:
+    for line in raw.decode("utf-8", errors="replace").split("\n"):
         try:
-            entry = json.loads(raw)
+            entry = json.loads(line)
         except ValueError:
             continue
         if isinstance(entry, dict):

@@ -332,3 +332,41 @@ def test_a_missing_conf_file_is_exit_2_naming_it_before_anything_runs(
     assert (code, out, ran) == (cli.BAD_INPUT, "", [])
     (line,) = err.splitlines()
     assert str(absent) in line and "/etc/pcmkimg" not in line and "; fix: " in line
+
+
+def test_history_escapes_control_characters_and_survives_bad_bytes(
+    capsys, conf: str, tmp_path: Path
+) -> None:
+    d = tmp_path / "state"
+    journal.open_journal(d, run="r1").record("failed", service="svc", error="\x1b[2Jgone\r\n")
+    with open(d / journal.FILE, "ab") as f:
+        f.write(b"\xff\xfe\n")
+    code, out, err = run_main(capsys, "--conf", conf, "--journal-dir", str(d), "history")
+    assert code == 0, err
+    (line,) = out.splitlines()
+    assert "\x1b" not in out and "\r" not in out
+    assert "error=\\x1b[2Jgone\\r\\n" in line
+    # --json keeps the stored text exactly (JSON escapes it itself).
+    code, out, _ = run_main(capsys, "--json", "--conf", conf, "--journal-dir", str(d), "history")
+    assert json.loads(out)[0]["error"] == "\x1b[2Jgone\r\n" and "\x1b" not in out
+
+
+def test_status_escapes_control_characters(capsys, conf: str, monkeypatch) -> None:
+    from contextlib import contextmanager
+
+    from pcmkimg.workflows import status as st
+
+    @contextmanager
+    def no_stores(*_: object):  # type: ignore[no-untyped-def]
+        yield None
+
+    monkeypatch.setattr(pacemaker, "read_cluster", lambda runner: None)
+    monkeypatch.setattr(pacemaker, "local_node", lambda runner: "n1")
+    monkeypatch.setattr(images, "open_stores", no_stores)
+    monkeypatch.setattr(st, "floating_bundles", lambda *a: [])
+    monkeypatch.setattr(st, "gather", lambda *a: None)
+    monkeypatch.setattr(st, "rows", lambda g: {"image": "reg/x:1\x1b]0;owned\x07"})
+    monkeypatch.setattr(st, "table", lambda doc: [f"n1  {doc['image']}  ok"])
+    code, out, err = run_main(capsys, "--conf", conf, "status")
+    assert code == 0, err
+    assert out == "n1  reg/x:1\\x1b]0;owned\\x07  ok\n"

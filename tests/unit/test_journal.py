@@ -115,3 +115,71 @@ def test_history_oldest_first_by_service_with_the_whole_run(tmp_path: Path) -> N
 
 def test_history_of_a_missing_journal_is_empty(tmp_path: Path) -> None:
     assert list(J.history(tmp_path / "none")) == []
+
+
+# --------------------------------------------------------------------------- hostile state
+
+
+def test_a_torn_last_line_does_not_swallow_the_next_record(tmp_path: Path) -> None:
+    d = J.ensure_dir(tmp_path / "s")
+    (d / J.FILE).write_bytes(b'{"run": "a", "event": "start"}\n{"run": "a", "event": "pu')
+    J.open_journal(d, run="b").record("start", service="svc")
+    assert [(e["run"], e["event"]) for e in J.history(d)] == [("a", "start"), ("b", "start")]
+    J.open_journal(d, run="b").record("done", service="svc")  # no extra blank lines after
+    assert (d / J.FILE).read_bytes().count(b"\n\n") == 0
+
+
+def test_a_non_utf8_byte_skips_only_its_line(tmp_path: Path) -> None:
+    d = J.ensure_dir(tmp_path / "s")
+    jr = J.open_journal(d, run="a")
+    jr.record("start", service="svc")
+    with open(d / J.FILE, "ab") as f:
+        f.write(b'{"run": "a", "event": "pull", "node": "n\xff1"}\n\xfe\xff garbage\n')
+    jr.record("done", service="svc")
+    entries = list(J.history(d, "svc"))
+    assert [e["event"] for e in entries] == ["start", "pull", "done"]
+    assert entries[1]["node"] == "n\ufffd1"
+
+
+def test_a_short_write_is_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = os.write
+    calls = []
+
+    def one_byte(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:1]))
+
+    jr = J.open_journal(tmp_path / "s", run="r")
+    monkeypatch.setattr(J.os, "write", one_byte)
+    jr.record("start", service="svc")
+    monkeypatch.undo()
+    assert [e["event"] for e in J.history(tmp_path / "s")] == ["start"]
+    assert len(calls) > 1
+
+
+def test_a_symlinked_journal_directory_is_refused(tmp_path: Path) -> None:
+    real = J.ensure_dir(tmp_path / "real")
+    J.open_journal(real, run="r").record("start", service="svc")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(J.UnsafeStateDir) as caught:
+        J.open_journal(link)
+    assert "symbolic link" in caught.value.message and str(link) in caught.value.message
+    with pytest.raises(J.UnsafeStateDir):
+        list(J.history(link))
+    # A directory that turns into a link after the journal was opened: refused at the write.
+    jr = J.open_journal(tmp_path / "later", run="r")
+    (tmp_path / "later").rename(tmp_path / "moved")
+    (tmp_path / "later").symlink_to(real)
+    with pytest.raises(J.UnsafeStateDir):
+        jr.record("x")
+    assert [e["event"] for e in J.history(real)] == ["start"]
+
+
+def test_history_refuses_a_directory_others_can_write(tmp_path: Path) -> None:
+    d = J.ensure_dir(tmp_path / "s")
+    J.open_journal(d, run="r").record("start")
+    d.chmod(0o777)
+    with pytest.raises(J.UnsafeStateDir) as caught:
+        list(J.history(d))
+    assert f"chmod 0700 {d}" in caught.value.fix
