@@ -5,6 +5,12 @@ alone, which must start wherever a replica runs; then the constraints and ``inte
 (added together with a starting guard, the scheduler would restart every replica). A clone
 that ``add`` created is removed again when it can't start there, or when ``add`` is
 interrupted; a guard that was there before stays.
+
+Renaming an existing guard (``add --image`` with another name) drops its order and colocation
+first: edited in place, the guard restarts on every node and the Mandatory order restarts every
+replica after it. The guard then restarts alone with the new name; once it runs wherever a
+replica runs, the constraints come back. When it does not start somewhere, it gets its former
+name back and is wired again as it was. ``add`` and ``remove`` hold the update lease.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker, signals
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
@@ -56,10 +63,31 @@ def add(
     timeout: float,
     say: plan.Say,
 ) -> tuple[bool, str]:
-    """Wire the guard: (whether the CIB changed, what changed)."""
+    """Wire the guard, under the update lease: (whether the CIB changed, what changed)."""
+    with leasing.held(runner):
+        return _add(runner, bundle, image, scheme, timeout, say)
+
+
+def _add(
+    runner: pacemaker.Runner,
+    bundle: str,
+    image: str | None,
+    scheme: naming.Scheme,
+    timeout: float,
+    say: plan.Say,
+) -> tuple[bool, str]:
     current = pacemaker.query_cib(runner)
     floating = floating_of(current, bundle, image, scheme)
-    existed = cib.bundle(current, bundle).guard is not None
+    existing = cib.bundle(current, bundle).guard
+    existed = existing is not None
+    renamed = existing is not None and existing.image != floating
+    if renamed:
+        # Edited in place, the guard restarts on every node, and the Mandatory order restarts
+        # every replica after it (the colocation stops one where it does not start): drop both
+        # first, and put them back once the guard runs with its new name.
+        unwired = pacemaker.update_cib(runner, lambda c: cib.unwire_guard(c, bundle))
+        if not unwired.empty:
+            say(f"{unwired.description}, so that renaming it restarts no replica")
     first = pacemaker.update_cib(
         runner, lambda c: cib.add_guard(c, bundle, floating, constraints=False)
     )
@@ -71,10 +99,14 @@ def add(
         missing = missing_on(runner, bundle)
         if missing:
             service = naming.classify(floating, scheme)
+            if renamed and existing is not None and existing.image:
+                _restore(runner, bundle, existing.image, missing, timeout, say)
+                outcome = f"the guard keeps {existing.image}"
+            else:
+                outcome = "nothing was wired" if not existed else "no constraint was added"
             raise plan.PreflightFailed(
                 f"the guard did not start on {', '.join(missing)}, where {bundle} runs: "
-                f"{floating} is missing there; wiring it would stop those replicas, so "
-                + ("nothing was wired" if not existed else "no constraint was added"),
+                f"{floating} is missing there; wiring it would stop those replicas, so " + outcome,
                 f"{cmd.shown(cmd.update(missing[0], service.service if service else bundle))}, "
                 f"then {cmd.shown(cmd.guard_add(bundle))} again",
             )
@@ -84,7 +116,32 @@ def add(
         raise
     change = pacemaker.update_cib(runner, lambda c: cib.add_guard(c, bundle, floating))
     changed = not (first.empty and change.empty)
+    if renamed:
+        return True, f"guard {cib.guard_ids(bundle)['clone']} of {bundle} now checks {floating}"
     return changed, change.description if changed else ""
+
+
+def _restore(
+    runner: pacemaker.Runner,
+    bundle: str,
+    image: str,
+    failed: Sequence[str],
+    timeout: float,
+    say: plan.Say,
+) -> None:
+    """Give the guard its former name back, forget its failed starts on ``failed`` (else it
+    stays off there), wait for it, then wire it again as it was."""
+    back = pacemaker.update_cib(
+        runner, lambda c: cib.add_guard(c, bundle, image, constraints=False)
+    )
+    guard_id = cib.guard_ids(bundle)["primitive"]
+    for node in failed:
+        pacemaker.cleanup(runner, guard_id, node)
+    say(f"{back.description}: the former name again; waiting for it to start")
+    pacemaker.wait(runner, timeout)
+    if missing_on(runner, bundle):
+        return  # not wired again: a restart of every replica; `guard show` says PARTLY wired
+    pacemaker.update_cib(runner, lambda c: cib.add_guard(c, bundle, image))
 
 
 def missing_on(runner: pacemaker.Runner, bundle: str) -> list[str]:
@@ -118,8 +175,9 @@ def undo(runner: pacemaker.Runner, bundle: str, nodes: Sequence[str]) -> None:
 
 
 def remove(runner: pacemaker.Runner, bundle: str) -> cib.CibChange:
-    """Undo exactly what :func:`add` did."""
-    return pacemaker.update_cib(runner, lambda c: cib.remove_guard(c, bundle))
+    """Undo exactly what :func:`add` did, under the update lease."""
+    with leasing.held(runner):
+        return pacemaker.update_cib(runner, lambda c: cib.remove_guard(c, bundle))
 
 
 def show(runner: pacemaker.Runner, bundle: str) -> tuple[dict[str, Any], list[str]]:

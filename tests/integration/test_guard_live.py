@@ -272,3 +272,36 @@ def test_guard_add_on_a_running_bundle_restarts_nothing(guarded: Guarded) -> Non
     finally:
         cl.pcmkimg("controller-0", "guard", "add", BUNDLE)
         assert_healthy(cl)
+
+
+def test_guard_add_with_another_name_restarts_no_replica(guarded: Guarded) -> None:
+    """Issue 12.2: renaming an existing guard restarts the guard, never a replica; a new name
+    missing on a node is refused, and the guard keeps its former name, wired."""
+    cl = guarded.cl
+    other = f"cluster.common.tag/{SERVICE}-b:pcmklatest"
+    before = all_containers(cl)
+    assert all(before.values())
+    for node in NODES[:2]:
+        cl.podman(node, "tag", guarded.refs[node], other)
+    try:
+        refused = cl.pcmkimg("controller-0", "guard", "add", "--image", other, BUNDLE, check=False)
+        assert refused.returncode != 0, refused.stdout
+        assert f"the guard keeps {FLOATING}" in refused.stderr
+        cl.run("controller-0", ["crm_resource", "--cleanup", "-r", CLONE])
+        assert_healthy(cl)
+        assert all_containers(cl) == before
+        show = cl.pcmkimg("controller-0", "guard", "show", BUNDLE).stdout.splitlines()
+        assert show[0] == f"{BUNDLE}: guard wired" and f"image={FLOATING}" in show[1]
+
+        cl.podman("controller-2", "tag", guarded.refs["controller-2"], other)
+        cl.pcmkimg("controller-0", "guard", "add", "--image", other, BUNDLE)
+        assert_healthy(cl)
+        assert all_containers(cl) == before
+        show = cl.pcmkimg("controller-0", "guard", "show", BUNDLE).stdout.splitlines()
+        assert show[0] == f"{BUNDLE}: guard wired" and f"image={other}" in show[1]
+    finally:
+        cl.pcmkimg("controller-0", "guard", "add", "--image", FLOATING, BUNDLE, check=False)
+        for node in NODES:
+            cl.podman(node, "untag", guarded.refs[node], other, check=False)
+    assert_healthy(cl)
+    assert all_containers(cl) == before

@@ -81,3 +81,100 @@ def test_interleave_confines_a_guard_failure_to_its_node(tmp_path: Path) -> None
 
 def test_without_interleave_a_guard_failure_restarts_every_replica(tmp_path: Path) -> None:
     assert restarted_replicas(tmp_path, interleave=False) == set(NODES)
+
+
+# --------------------------------------------------------------------------- guard add, run
+
+
+class SimulatedCluster:
+    """``guard add`` against a CIB file: each CIB change is followed by the transition
+    Pacemaker's scheduler computes for it (crm_simulate), a wait converges. Every resource
+    action of every transition is kept, in order."""
+
+    def __init__(self, tmp_path: Path, cib_file: Path) -> None:
+        self.dir = tmp_path
+        self.current = cib_file
+        self.ops: list[tuple[str, str]] = []
+        self.steps = 0
+
+    def _next(self, what: str) -> Path:
+        self.steps += 1
+        return self.dir / f"{self.steps:02d}-{what}.xml"
+
+    def query_cib(self, runner: object) -> C.Element:
+        return C.parse_cib(self.current.read_bytes())
+
+    def update_cib(self, runner: object, edit, **kw: object) -> C.CibChange:  # type: ignore[no-untyped-def]
+        change = edit(self.query_cib(runner))
+        if not change.empty:
+            edited = write(self._next("edited"), change.new_cib)
+            out = self._next("transition")
+            self.ops += sorted(simulate(edited, out))
+            self.current = out
+        return change
+
+    def wait(self, runner: object, timeout: float) -> None:
+        out = self._next("settled")
+        src = self.current
+        for n in range(6):
+            step = out.with_name(f"{out.stem}-{n}.xml")
+            ops = simulate(src, step)
+            self.ops += sorted(ops)
+            src = step
+            if not [k for k, _ in ops if k.startswith(BUNDLE)]:
+                break
+        self.current = src
+
+    def read_cluster(self, runner: object):  # type: ignore[no-untyped-def]
+        from pcmkimg.core import plan
+
+        mon = C.parse_crm_mon(run("crm_mon", "-1", "--output-as=xml", cib_file=self.current).stdout)
+        return plan.Cluster(self.query_cib(runner), mon, C.cluster_status(mon))
+
+    def replica_stops(self) -> list[tuple[str, str]]:
+        return [
+            (k, n)
+            for k, n in self.ops
+            if k.startswith(f"{BUNDLE}-podman-") and k.endswith("_stop_0")
+        ]
+
+
+@pytest.fixture
+def simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimulatedCluster:
+    """A running haproxy-bundle guarded with its own floating name, as guard add leaves it."""
+    from contextlib import contextmanager
+
+    from pcmkimg.workflows import guard
+
+    running = converge(guarded_cib(tmp_path), tmp_path / "run.xml", *up(*NODES), prefix=BUNDLE)
+    sim = SimulatedCluster(tmp_path, running)
+    for name in ("query_cib", "update_cib", "wait", "read_cluster"):
+        monkeypatch.setattr(guard.pacemaker, name, getattr(sim, name))
+
+    @contextmanager
+    def no_lease(runner: object, *args: object, **kw: object):  # type: ignore[no-untyped-def]
+        yield None
+
+    from pcmkimg.adapters import lease
+
+    monkeypatch.setattr(lease, "held", no_lease)
+    return sim
+
+
+def test_guard_add_with_another_name_restarts_no_replica(simulated: SimulatedCluster) -> None:
+    """Issue 12.2: changing an existing guard's image restarts the guard only."""
+    from pcmkimg.core import naming
+    from pcmkimg.workflows import guard
+
+    new = "cluster.common.tag/haproxy2:pcmklatest"
+    said: list[str] = []
+    changed, _ = guard.add(object(), BUNDLE, new, naming.Scheme(), 60, said.append)  # type: ignore[arg-type]
+    assert changed
+    assert simulated.replica_stops() == []
+    # The guard itself did restart with the new name, on every node.
+    guard_starts = {n for k, n in simulated.ops if k.startswith(GUARD) and k.endswith("_start_0")}
+    assert guard_starts == set(NODES)
+    final = C.bundle(simulated.query_cib(None), BUNDLE)
+    assert final.guard is not None and final.guard.image == new and final.guard_wired
+    st = status(simulated.current)
+    assert {r.node for r in st.replicas_of(BUNDLE) if r.active} == set(NODES)

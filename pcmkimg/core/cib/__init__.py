@@ -34,6 +34,7 @@ from pcmkimg.core.cib.edit import (
     set_bundle_image,
     set_bundle_meta,
     set_cluster_property,
+    unwire_guard,
 )
 from pcmkimg.core.cib.patch import (
     CibChange,
@@ -54,6 +55,7 @@ from pcmkimg.core.cib.read import (
     Node,
     OrderConstraint,
     Primitive,
+    all_banned_nodes,
     banned_nodes,
     bundle,
     bundles,
@@ -117,6 +119,7 @@ __all__ = [
     "ReplicaStatus",
     "XmlInput",
     "add_guard",
+    "all_banned_nodes",
     "banned_nodes",
     "bundle",
     "bundles",
@@ -143,4 +146,5 @@ __all__ = [
     "set_bundle_meta",
     "set_cluster_property",
     "to_xml",
+    "unwire_guard",
 ]

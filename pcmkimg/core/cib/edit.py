@@ -237,6 +237,26 @@ def add_guard(
 _REFERENCE_ATTRS = ("rsc", "with-rsc", "first", "then")
 
 
+def unwire_guard(cib: Element, bundle_id: str) -> CibChange:
+    """Drop the guard's own order and colocation constraints (by their ids), nothing else.
+
+    While they are gone the guard may restart (its image changes) without restarting a
+    replica: the Mandatory order would restart every replica after its guard, and the
+    colocation would stop a replica where its guard does not start. :func:`add_guard` puts them
+    back.
+    """
+    new = copy.deepcopy(cib)
+    _bundle_element(new, bundle_id)
+    ids = guard_ids(bundle_id)
+    dropped = []
+    for constraint in list(_section(new, "constraints")):
+        if constraint.get("id") in (ids["order"], ids["colocation"]):
+            dropped.append(constraint.get("id", ""))
+            _detach(constraint)
+    what = " and ".join(dropped) if dropped else "no constraint"
+    return make_change(cib, new, f"drop {what} of guard {ids['clone']}")
+
+
 def remove_guard(cib: Element, bundle_id: str) -> CibChange:
     """Undo :func:`add_guard`: the clone, every constraint naming it, and our interleave."""
     new = copy.deepcopy(cib)
