@@ -75,31 +75,76 @@ def _local(url: str, over_socket: Callable[[str], T], with_cli: Callable[[], T])
     return with_cli()
 
 
+MAX_ANSWER = 8 * 1024 * 1024
+"""The most bytes an answer of the API socket may have (an image's inspect data is a few KB)."""
+
+
+class AnswerTooSlow(NodeUnreachable):
+    """The podman API socket did not give its whole answer within the deadline."""
+
+
+class AnswerTooLarge(StoreError):
+    """The podman API socket's answer is larger than :data:`MAX_ANSWER`."""
+
+
 def _request(
     path: str, method: str, target: str, *, node: str, ref: str, timeout: float
 ) -> tuple[int, str, bytes]:
     """One HTTP/1.0 request to the libpod API on a local socket: (status, status line, body).
 
-    NodeUnreachable when the socket does not answer.
+    ``timeout`` is one deadline (on the monotonic clock) over the whole exchange: connecting,
+    sending and every read, so that a socket that trickles its answer can't keep the caller
+    past it (AnswerTooSlow, a NodeUnreachable: the caller falls back to the podman command). An
+    answer of more than :data:`MAX_ANSWER` bytes is AnswerTooLarge. NodeUnreachable when the
+    socket does not answer.
     """
     import socket
+    import time
 
     extra = "Content-Length: 0\r\n" if method == "POST" else ""
     request = (
         f"{method} /v4.0.0/libpod{target} HTTP/1.0\r\n"
         f"Host: podman\r\nAccept: application/json\r\n{extra}\r\n"
     ).encode()
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise socket.timeout("deadline")
+        return remaining
+
     chunks = []
+    size = 0
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
+            sock.settimeout(left())
             sock.connect(path)
+            sock.settimeout(left())
             sock.sendall(request)
             while True:
+                sock.settimeout(left())
                 chunk = sock.recv(65536)
                 if not chunk:
                     break
+                size += len(chunk)
+                if size > MAX_ANSWER:
+                    raise AnswerTooLarge(
+                        f"the podman API socket {path} answered more than {MAX_ANSWER} bytes",
+                        "check the podman service on the node (podman system service); "
+                        "restart it if it misbehaves",
+                        node=node,
+                        ref=ref,
+                    )
                 chunks.append(chunk)
+    except socket.timeout as err:
+        raise AnswerTooSlow(
+            f"the podman API socket {path} did not answer within {timeout:g} s",
+            "check the podman service on the node (podman system service): it is stuck or "
+            "overloaded; restart it",
+            node=node,
+            ref=ref,
+        ) from err
     except OSError as err:
         raise NodeUnreachable(
             f"the podman API socket {path} does not answer: {err}",
@@ -375,6 +420,9 @@ def tag_local(
 
 __all__ = [
     "LOCAL_URL",
+    "MAX_ANSWER",
+    "AnswerTooLarge",
+    "AnswerTooSlow",
     "ImageError",
     "ImageInfo",
     "NodeUnreachable",

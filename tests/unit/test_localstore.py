@@ -1,0 +1,133 @@
+"""The agent's read path over the podman API socket: one deadline over the whole exchange and a
+cap on the answer's size, against a real unix socket served by a thread in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pcmkimg.adapters import localstore
+from pcmkimg.core.images import ImageError, NodeUnreachable, StoreError
+
+Serve = Callable[[socket.socket, threading.Event], None]
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[[Serve], str]]:
+    """Serve a unix socket in tmp_path with a handler per connection; yields a starter that
+    returns the socket's path. Every thread is stopped at the end."""
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+    listeners: list[socket.socket] = []
+
+    def start(handler: Serve) -> str:
+        path = str(tmp_path / f"s{len(listeners)}.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(4)
+        listener.settimeout(0.1)
+        listeners.append(listener)
+
+        def loop() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    continue
+                with conn:
+                    try:
+                        conn.recv(65536)  # the request
+                        handler(conn, stop)
+                    except OSError:
+                        pass  # the client gave up: what the tests want
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        threads.append(thread)
+        return path
+
+    yield start
+    stop.set()
+    for thread in threads:
+        thread.join(5)
+    for listener in listeners:
+        listener.close()
+
+
+IMAGE = {"Id": "a" * 64, "RepoTags": ["reg.example.com/ns/svc:1"], "Digest": "sha256:" + "b" * 64}
+ANSWER = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + json.dumps(IMAGE).encode()
+
+
+def trickle(data: bytes, every: float) -> Serve:
+    def handler(conn: socket.socket, stop: threading.Event) -> None:
+        for i in range(len(data)):
+            if stop.wait(every):
+                return
+            conn.sendall(data[i : i + 1])
+
+    return handler
+
+
+def test_a_socket_that_trickles_one_byte_at_a_time_ends_at_the_deadline(serve) -> None:
+    # One byte every 50 ms: each recv gets its byte well within a per-recv timeout, the whole
+    # answer would take about 4 s. The deadline is 0.6 s for the whole exchange.
+    path = serve(trickle(ANSWER, 0.05))
+    start = time.monotonic()
+    try:
+        localstore.inspect_over_socket(path, "reg.example.com/ns/svc:1", node="n1", timeout=0.6)
+    except ImageError as err:
+        caught: BaseException | None = err
+    else:
+        caught = None
+    took = time.monotonic() - start
+    assert took < 1.2, f"the exchange took {took:.1f} s, past its 0.6 s deadline"
+    assert isinstance(caught, localstore.AnswerTooSlow), caught
+    assert isinstance(caught, NodeUnreachable)  # so the agent falls back to the podman command
+    assert "0.6" in caught.message and path in caught.message and caught.fix
+    assert caught.node == "n1"
+
+
+def test_past_the_deadline_the_podman_command_answers(serve, tmp_path: Path) -> None:
+    path = serve(trickle(ANSWER, 0.05))
+    podman = tmp_path / "podman"
+    podman.write_text(f"#!/bin/sh\necho '{json.dumps([IMAGE])}'\n")
+    podman.chmod(0o755)
+    start = time.monotonic()
+    found = localstore.resolve_local(
+        "reg.example.com/ns/svc:1",
+        f"unix://{path}",
+        node="n1",
+        podman_command=(str(podman),),
+        timeout=0.5,
+    )
+    took = time.monotonic() - start
+    assert took < 1.5, took
+    assert isinstance(found, localstore.Resolved) and found.id == "a" * 64
+
+
+def test_an_answer_past_the_size_cap_is_refused(serve) -> None:
+    def flood(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(b"HTTP/1.0 200 OK\r\n\r\n[")
+        chunk = b'"x",' * 16384
+        while not stop.is_set():
+            conn.sendall(chunk)
+
+    path = serve(flood)
+    start = time.monotonic()
+    with pytest.raises(localstore.AnswerTooLarge) as caught:
+        localstore.running_images("reg/ns/svc:1", f"unix://{path}", node="n1", timeout=5)
+    assert time.monotonic() - start < 5
+    assert isinstance(caught.value, StoreError)
+    assert str(localstore.MAX_ANSWER) in caught.value.message and caught.value.fix
+
+
+def test_a_whole_answer_in_small_pieces_within_the_deadline_is_read(serve) -> None:
+    path = serve(trickle(ANSWER, 0.0005))
+    found = localstore.inspect_over_socket(path, "reg.example.com/ns/svc:1", timeout=5)
+    assert found is not None and found.id == "a" * 64
