@@ -239,6 +239,7 @@ class FakeCluster:
             "status",
             "status_xml",
             "query_cib",
+            "query_config",
             "restart_replica",
             "cleanup",
             "wait",
@@ -259,6 +260,9 @@ class FakeCluster:
     def status_xml(self, runner: pacemaker.Runner) -> cib.Element:
         assert runner is RUNNER
         return self.mon
+
+    def query_config(self, runner: pacemaker.Runner) -> tuple[cib.Element, cib.Element]:
+        return self.query_cib(runner), self.status_xml(runner)
 
     def status(self, runner: pacemaker.Runner) -> cib.ClusterStatus:
         assert runner is RUNNER
