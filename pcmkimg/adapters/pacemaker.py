@@ -11,9 +11,10 @@ model in :mod:`pcmkimg.core.cib` and apply its :class:`~pcmkimg.core.cib.CibChan
 ``cibadmin --patch``, which Pacemaker applies only to a CIB of exactly the patch's source
 version: a CIB that changed in between is refused (:class:`CibChangedError`).
 
-A restart is "ban, wait, clear, wait, verify": ``crm_resource --restart`` does the first four,
-:func:`restart_replica` adds the verification (``crm_resource --restart`` returns 0 even when
-the start failed) and removes the ``cli-ban`` on every exit path, SIGINT and SIGTERM included.
+A restart is "ban, watch, clear, watch, verify", run here with ``cibadmin``, ``crm_mon`` and
+``crmadmin`` (not ``crm_resource --restart``: its 2 s ticks, a replica moved to a free node,
+and rc 105 on Pacemaker 3.0): :func:`restart_replica`. Its bans carry a lifetime and are
+removed by id on every exit path, SIGINT and SIGTERM included.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Optional
 
 from lxml import etree
@@ -396,6 +398,8 @@ def delete_node_attribute(runner: Runner, node: str, name: str) -> None:
 
 # --------------------------------------------------------------------------- restart
 
+POLL = 0.1  # seconds between two looks at the cluster while a restart or a settle runs
+
 
 @dataclass(frozen=True)
 class RestartReport:
@@ -406,11 +410,11 @@ class RestartReport:
     replica: int
     container: str  # the replica's container resource, e.g. "galera-bundle-podman-1"
     seconds: float
+    stopped_after: float = 0.0  # seconds from the ban until the replica ran nowhere
+    active_after: float = 0.0  # seconds from the ban until it was active on its node again
 
 
-def ban_id(resource: str, node: str) -> str:
-    """The id ``crm_resource --ban``/``--restart`` gives its location constraint."""
-    return f"cli-ban-{resource}-on-{node}"
+ban_id = restart.ban_id
 
 
 def _describe(failures: Sequence[cib.Failure]) -> str:
@@ -435,73 +439,152 @@ def remove_ban(runner: Runner, resource: str, node: str) -> None:
     )
 
 
+def place_bans(runner: Runner, resource: str, nodes: Sequence[str], end: str) -> None:
+    """One CIB write: a ban of ``resource`` on each of ``nodes`` until ``end`` (see
+    :func:`~pcmkimg.core.restart.ban_element`)."""
+    runner.run(
+        ["cibadmin", "--modify", "--scope", "constraints", "--xml-text"]
+        + [restart.bans_xml(resource, nodes, end)]
+    )
+
+
+def remove_own_bans(runner: Runner, resource: str) -> list[str]:
+    """Remove what an earlier (killed) restart of ``resource`` left: the constraints with our
+    rule id (:func:`~pcmkimg.core.restart.own_bans`), by id. The ids removed."""
+    ids = restart.own_bans(query_cib(runner), resource)
+    prefix = ban_id(resource, "")
+    for cid in ids:
+        remove_ban(runner, resource, cid[len(prefix) :])
+    return ids
+
+
+def controller_idle(runner: Runner, node: str) -> bool:
+    """Whether the controller on ``node`` (the DC's: no transition running) is in S_IDLE."""
+    out = runner.run(["crmadmin", f"--status={node}", "--output-as=xml"], check=False)
+    if out.rc != 0:
+        return False
+    return restart.controller_idle(cib.parse_xml(out.stdout, what="crmadmin output"))
+
+
+def settle(runner: Runner, timeout: float, poll: float = POLL) -> float:
+    """Wait until the DC's controller is idle at two looks in a row ``poll`` apart (what
+    ``crm_resource --wait`` waits for, without its 2 s ticks). The seconds it took."""
+    _need_live(runner, "waiting for the cluster")
+    started = time.monotonic()
+    idle = 0
+    while True:
+        dc = status(runner).dc
+        idle = idle + 1 if dc and controller_idle(runner, dc) else 0
+        if idle >= 2:
+            return round(time.monotonic() - started, 3)
+        if time.monotonic() - started > timeout:
+            raise PacemakerTimeoutError(
+                f"the cluster did not settle within {timeout:g}s",
+                f"check {cmd.quoted(cmd.cluster_state())}",
+                argv=["crmadmin", "--status"],
+                rc=RC_TIMEOUT,
+            )
+        time.sleep(poll)
+
+
 def restart_replica(
-    runner: Runner, bundle_id: str, node: str, timeout: float = 120
+    runner: Runner, bundle_id: str, node: str, timeout: float = 120, *, poll: float = POLL
 ) -> RestartReport:
-    """Restart the replica of ``bundle_id`` on ``node`` and check that it came back.
+    """Restart the replica of ``bundle_id`` on ``node`` in place and check that it came back.
 
     Refuses (:class:`~pcmkimg.core.restart.RestartRefusedError`, as
-    :func:`~pcmkimg.core.restart.check_restartable` decides) before touching anything;
-    raises :class:`RestartFailedError` when the replica is not active on ``node`` afterwards or
-    has a new failed operation. The ``cli-ban`` is removed on every exit path.
+    :func:`~pcmkimg.core.restart.check_restartable` decides) before touching anything. Then,
+    with no other CIB write before it: one write places ``cli-ban-BUNDLE-on-NODE`` and, with
+    fewer replicas than nodes, the same ban on each node where no replica runs (so the replica
+    can only stop), each with a lifetime of ``timeout`` + a margin; crm_mon is read every
+    ``poll`` seconds; the ban on ``node`` goes as soon as the replica runs nowhere, the others
+    once it is active on ``node`` again; done when the DC is idle twice in a row (see
+    :func:`~pcmkimg.core.restart.judge`). Raises :class:`RestartFailedError` at the first new
+    failed operation of the replica or when it runs elsewhere, :class:`PacemakerTimeoutError`
+    after ``timeout``. The bans are removed by id on every exit path (signals held).
     """
-    _need_live(runner, "crm_resource --restart")
+    _need_live(runner, "a replica restart")
     config = query_cib(runner)
-    mon = status_xml(runner)
-    before = cib.cluster_status(mon)
+    before = status(runner)
     replica = restart.check_restartable(config, before, bundle_id, node)
     bundle = cib.bundle(config, bundle_id)
-    seconds = max(1, int(timeout))
+    holds = restart.hold_nodes(before, bundle_id, node)
+    restart.check_no_bans(config, bundle_id, [node, *holds])
+    end = restart.lifetime_end(datetime.now(timezone.utc), timeout)
+    fix = (
+        f"fix the cause on {node} (e.g. its image), then {cmd.quoted(cmd.cleanup(bundle_id, node))}"
+    )
     started = time.monotonic()
+    marks: dict[str, float] = {}
+    placed: list[str] = []
     finished = False
     with sigterm_raises():  # around the finally too: no gap where SIGTERM kills us outright
         try:
-            runner.run(
-                ["crm_resource", "--restart", "--resource", bundle_id, "--node", node]
-                + [f"--timeout={seconds}s"],
-                timeout=2 * seconds + CALL_SLACK,
-            )
-            wait(runner, timeout)
+            placed = [node, *holds]  # before the call: an interrupted call may have written
+            place_bans(runner, bundle_id, placed, end)
+            phase: restart.Phase = "stopping"
+            while True:
+                state = status(runner)
+                idle = None
+                if phase in ("settling", "settled") and state.dc:
+                    idle = controller_idle(runner, state.dc)
+                verdict = restart.judge(
+                    phase, restart.Seen(state, idle), before.failures, bundle, replica, node
+                )
+                if verdict.failures:
+                    raise RestartFailedError(
+                        f"restart of {bundle_id} on {node} failed: {_describe(verdict.failures)}",
+                        fix,
+                        failures=verdict.failures,
+                    )
+                if verdict.failed:
+                    raise RestartFailedError(
+                        f"restart of {bundle_id} on {node}: {verdict.failed}", fix
+                    )
+                if verdict.act == "unban":
+                    marks["stopped"] = time.monotonic() - started
+                    remove_ban(runner, bundle_id, node)
+                    placed.remove(node)
+                elif verdict.act == "release":
+                    marks["active"] = time.monotonic() - started
+                    for other in list(placed):
+                        remove_ban(runner, bundle_id, other)
+                        placed.remove(other)
+                phase = verdict.phase
+                if phase == "done":
+                    break
+                if time.monotonic() - started > timeout:
+                    raise PacemakerTimeoutError(
+                        f"restart of {bundle_id} on {node} did not finish within {timeout:g}s "
+                        f"(still {phase})",
+                        f"check {cmd.quoted(cmd.cluster_state())}; the constraints are removed",
+                        argv=["crm_mon"],
+                        rc=RC_TIMEOUT,
+                    )
+                time.sleep(poll)
             finished = True
         finally:
             with signals_held():
                 try:
-                    remove_ban(runner, bundle_id, node)
+                    for other in placed:
+                        remove_ban(runner, bundle_id, other)
                 except PacemakerError as exc:
                     # Also when interrupted: the interruption is then reported as this, so
                     # that nobody is told that the ban was cleaned up.
                     raise BanNotRemovedError(
-                        f"{ban_id(bundle_id, node)} could not be removed"
+                        f"{ban_id(bundle_id, other)} could not be removed"
                         + ("" if finished else " after an interruption")
-                        + f": {exc.message}",
-                        cmd.quoted(cmd.clear_ban(bundle_id, node)),
+                        + f" (it expires at {end}): {exc.message}",
+                        cmd.quoted(cmd.clear_ban(bundle_id, other)),
                     ) from exc
-    after = cib.cluster_status(status_xml(runner))
-    failures = restart.new_failures(before.failures, after.failures, bundle, replica, node)
-    # The same replica, wherever it runs now: with fewer replicas than nodes the scheduler may
-    # start it on another node (the caller judges where it may run).
-    now = next(
-        (r for r in after.replicas_of(bundle_id) if r.replica == replica.replica),
-        None,
-    )
-    fix = (
-        f"fix the cause on {node} (e.g. its image), then {cmd.quoted(cmd.cleanup(bundle_id, node))}"
-    )
-    if failures:
-        raise RestartFailedError(
-            f"restart of {bundle_id} on {node} failed: {_describe(failures)}",
-            fix,
-            failures=failures,
-        )
-    if now is None or not now.active or now.failed:
-        state = "not running" if now is None or not now.active else "failed"
-        raise RestartFailedError(f"restart of {bundle_id} on {node}: replica is {state}", fix)
     return RestartReport(
         bundle=bundle_id,
-        node=now.node or node,
-        replica=now.replica,
-        container=now.container_id,
+        node=node,
+        replica=replica.replica,
+        container=replica.container_id,
         seconds=round(time.monotonic() - started, 3),
+        stopped_after=round(marks.get("stopped", 0.0), 3),
+        active_after=round(marks.get("active", 0.0), 3),
     )
 
 

@@ -1,14 +1,21 @@
 """The rules of a replica restart, on CIB and crm_mon data: may it go ahead, and what failed.
 
-Pure: :mod:`pcmkimg.adapters.pacemaker` reads the cluster, runs ``crm_resource --restart`` and
-asks these rules before (:func:`check_restartable`) and after (:func:`new_failures`). Here, not
+Pure: :mod:`pcmkimg.adapters.pacemaker` reads the cluster, places the constraints made here
+(:func:`ban_element`: a ban with a lifetime; :func:`hold_nodes`: where else the replica must
+not start meanwhile), and asks these rules before (:func:`check_restartable`), at every look
+while it watches (:func:`judge`) and for what failed (:func:`new_failures`). Here, not
 in :mod:`pcmkimg.core.plan`, because they are the restart's own preconditions and its verdict,
 whoever asks for a restart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Literal
+
+from lxml import etree
 
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
@@ -104,3 +111,167 @@ def new_failures(
         and f.node in (node, guest)
         and (f.resource.startswith(f"{bundle.id}-") or f.resource == inner)
     ]
+
+
+# --------------------------------------------------------------------------- the constraints
+
+MARK = "pcmkimg"
+"""The rule id of a constraint a restart placed is ``<constraint id>-pcmkimg``: what tells
+ours (the next update removes a leftover one) from an operator's ``crm_resource --ban``."""
+
+LIFETIME_MARGIN = 30.0
+"""Seconds a restart's constraints outlive its timeout."""
+
+
+def ban_id(resource: str, node: str) -> str:
+    """The id ``crm_resource --ban`` gives its location constraint (ours take the same)."""
+    return f"cli-ban-{resource}-on-{node}"
+
+
+def lifetime_end(now: datetime, timeout: float, margin: float = LIFETIME_MARGIN) -> str:
+    """When a restart's constraints stop being in force: ``now`` + ``timeout`` + ``margin``,
+    rounded up to the second, in UTC, as ``crm_resource --lifetime`` writes it."""
+    end = now.astimezone(timezone.utc) + timedelta(seconds=timeout + margin)
+    end = end.replace(microsecond=0) + timedelta(seconds=1 if end.microsecond else 0)
+    return end.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def ban_element(resource: str, node: str, end: str) -> cib.Element:
+    """``cli-ban-<resource>-on-<node>``: -INFINITY for ``resource`` (every role) on ``node``
+    while the date is before ``end`` (the rule ``crm_resource --ban --lifetime`` writes, with
+    our rule id)."""
+    cid = ban_id(resource, node)
+    location = etree.Element("rsc_location", id=cid, rsc=resource)
+    rule = etree.SubElement(
+        location, "rule", {"id": f"{cid}-{MARK}", "score": "-INFINITY", "boolean-op": "and"}
+    )
+    etree.SubElement(
+        rule,
+        "expression",
+        id=f"{cid}-{MARK}-node",
+        attribute="#uname",
+        operation="eq",
+        value=node,
+    )
+    etree.SubElement(rule, "date_expression", id=f"{cid}-{MARK}-lifetime", operation="lt", end=end)
+    return location
+
+
+def bans_xml(resource: str, nodes: Sequence[str], end: str) -> str:
+    """The ``<constraints>`` of one ``cibadmin --modify --scope constraints``: a ban with the
+    lifetime ``end`` of ``resource`` on each of ``nodes``."""
+    constraints = etree.Element("constraints")
+    for node in nodes:
+        constraints.append(ban_element(resource, node, end))
+    return etree.tostring(constraints, encoding="unicode")
+
+
+def own_bans(config: cib.Element, resource: str) -> list[str]:
+    """The ids of the constraints a restart of ``resource`` placed (ours, by their rule id),
+    in force or expired."""
+    prefix = ban_id(resource, "")
+    return [
+        cid
+        for el in config.iterfind("configuration/constraints/rsc_location")
+        if (cid := el.get("id", "")).startswith(prefix)
+        and el.get("rsc") == resource
+        and el.find(f"rule[@id='{cid}-{MARK}']") is not None
+    ]
+
+
+def hold_nodes(state: cib.ClusterStatus, bundle_id: str, node: str) -> list[str]:
+    """The cluster nodes, other than ``node``, where no replica of ``bundle_id`` is active: the
+    replica stopped on ``node`` must not start there meanwhile (with fewer replicas than nodes
+    a ban on ``node`` alone moves it to such a node, which may not have the new image)."""
+    busy = {r.node for r in state.replicas_of(bundle_id) if r.active and r.node}
+    # A bundle's guest nodes (a replica's remote connection) run no containers.
+    guests = {r.guest or f"{r.bundle_id}-{r.replica}" for r in state.replicas}
+    return [
+        n.name
+        for n in state.nodes
+        if n.kind != "guest" and n.name not in guests | busy and n.name != node
+    ]
+
+
+def check_no_bans(config: cib.Element, resource: str, nodes: Iterable[str]) -> None:
+    """Refuse when a constraint with the id a restart would place already exists."""
+    ids = {el.get("id") for el in config.iterfind("configuration/constraints/rsc_location")}
+    taken = [ban_id(resource, n) for n in nodes if ban_id(resource, n) in ids]
+    if taken:
+        raise RestartRefusedError(
+            f"restart of {resource} refused: the constraint {taken[0]} exists already",
+            f"remove it ({cmd.quoted(cmd.clear_ban(resource, taken[0].rsplit('-on-', 1)[1]))})"
+            ", then retry",
+        )
+
+
+# --------------------------------------------------------------------------- the watch
+
+Phase = Literal["stopping", "starting", "settling", "settled", "done"]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One look at the cluster during a restart: crm_mon's state and, when asked, whether
+    the DC's controller is idle (S_IDLE: no transition running)."""
+
+    state: cib.ClusterStatus
+    dc_idle: bool | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the watch does after one look: go on in ``phase`` (``act`` names the constraint
+    change to make first: "unban" the node, "release" the other nodes), or fail."""
+
+    phase: Phase
+    act: Literal["", "unban", "release"] = ""
+    failed: str = ""
+    failures: tuple[cib.Failure, ...] = ()
+
+
+def judge(
+    phase: Phase,
+    seen: Seen,
+    before: Sequence[cib.Failure],
+    bundle: cib.Bundle,
+    replica: cib.ReplicaStatus,
+    node: str,
+) -> Verdict:
+    """The watch's decision after one look at the cluster in ``phase``.
+
+    - stopping: once the replica runs nowhere, "unban" ``node`` and go on starting;
+    - starting: once it is active on ``node`` (container and inner resource), "release" the
+      other nodes and go on settling;
+    - settling: once the DC's controller is idle with the replica still active on ``node``,
+      settled; settled: done when it is idle at the next look too, else settling again (a
+      look just after a constraint change may come before the DC noticed it).
+
+    A new failed operation of the replica fails it at once, as does the replica active on
+    another node (it must come back in place).
+    """
+    failures = new_failures(before, seen.state.failures, bundle, replica, node)
+    if failures:
+        return Verdict(phase, failed="failed", failures=tuple(failures))
+    mine = next(
+        (r for r in seen.state.replicas_of(bundle.id) if r.replica == replica.replica), None
+    )
+    if mine is not None and mine.active and mine.node not in (None, node):
+        return Verdict(phase, failed=f"the replica started on {mine.node}, not on {node}")
+    up = mine is not None and mine.active and mine.node == node and not mine.failed
+    if phase == "stopping":
+        return Verdict("starting", act="unban") if not (mine and mine.active) else Verdict(phase)
+    if phase == "starting":
+        ready = up and mine is not None and mine.role not in ("Stopped", "Starting")
+        return Verdict("settling", act="release") if ready else Verdict(phase)
+    if phase in ("settling", "settled"):
+        if not (up and seen.dc_idle):
+            return Verdict("settling")
+        return Verdict("done" if phase == "settled" else "settled")
+    return Verdict(phase)
+
+
+def controller_idle(crmadmin: cib.Element) -> bool:
+    """Whether ``crmadmin --status=NODE --output-as=xml`` shows the controller in S_IDLE."""
+    states = [el.get("state") for el in crmadmin.iter() if el.get("state") is not None]
+    return bool(states) and all(s == "S_IDLE" for s in states)

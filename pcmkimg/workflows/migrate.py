@@ -171,7 +171,7 @@ def run_migration(
             changed = True
             say(f"{m.bundle}: image is now {m.floating} (unmanaged while re-probing)")
             pacemaker.refresh(runner, m.bundle)
-            pacemaker.wait(runner, timeout)
+            pacemaker.settle(runner, timeout)
             pacemaker.update_cib(
                 runner, lambda c: cib.set_bundle_meta(c, m.bundle, "is-managed", previous)
             )
@@ -186,7 +186,7 @@ def run_migration(
                 f"{cmd.quoted(cmd.refresh(m.bundle))}, {cmd.quoted(cmd.wait())}, then "
                 f"{cmd.quoted(cmd.manage(m.bundle))}",
             ) from exc
-        pacemaker.wait(runner, timeout)
+        pacemaker.settle(runner, timeout)
         after = _containers(stores, m.nodes, f"{m.bundle}-")
     restarted = sorted(k for k, v in before.items() if after.get(k) != v)
     say(f"{m.bundle}: managed again; containers restarted: {len(restarted)}")

@@ -414,7 +414,7 @@ class Updater:
         self.say(f"{node}: cleaning up the failures of {', '.join(resources)}")
         for resource in resources:
             pacemaker.cleanup(self.runner, resource, node)
-        pacemaker.wait(self.runner, self.timeout)
+        pacemaker.settle(self.runner, self.timeout)
         self.record(
             "guard-cleanup",
             service=bundle.service,
@@ -461,7 +461,7 @@ class Updater:
             replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
             if replica is None or not replica.active or replica.failed:
                 pacemaker.cleanup(self.runner, bundle.id, node)
-                pacemaker.wait(self.runner, self.timeout)
+                pacemaker.settle(self.runner, self.timeout)
                 replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
             if replica is None or not replica.active:
                 raise pacemaker.RestartFailedError(
@@ -518,6 +518,8 @@ class Updater:
                     self.say(f"lease taken ({held.host}, pid {held.pid})")
                     self.keepalive = self._renewer(held, ttl)
                 elif step.kind == "preflight":
+                    for left in pacemaker.remove_own_bans(self.runner, bundle.id):
+                        self.say(f"removed {left}, left behind by an earlier restart")
                     cluster = pacemaker.read_cluster(self.runner)
                     missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)

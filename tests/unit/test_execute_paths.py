@@ -246,6 +246,8 @@ class FakeCluster:
             "set_node_attribute",
         ):
             monkeypatch.setattr(pacemaker, name, getattr(self, name))
+        monkeypatch.setattr(pacemaker, "settle", self.wait)  # the restart's own waiting
+        monkeypatch.setattr(pacemaker, "remove_own_bans", lambda runner, bundle: [])
         return self
 
     def kinds(self, *wanted: str) -> list[tuple[str, ...]]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import pytest
+from lxml import etree
 
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters import signals
@@ -180,13 +181,39 @@ def test_commands() -> None:
 # --------------------------------------------------------------------------- restart
 
 
-def restart_runner(after: str, restart: Answer = OK) -> pm.Runner:
+def _mon_stopped(container: str) -> str:
+    mon = etree.fromstring(fixture("mon-ok.xml").encode())
+    el = mon.find(f".//resource[@id='{container}']")
+    assert el is not None
+    for res in el.getparent().findall("resource"):
+        res.set("active", "false")
+        res.set("role", "Stopped")
+        for child in list(res):
+            res.remove(child)
+    return etree.tostring(mon, encoding="unicode")
+
+
+IDLE = (
+    0,
+    '<pacemaker-result><crmd node_name="controller-0" state="S_IDLE"/></pacemaker-result>',
+    "",
+)
+BUSY = (
+    0,
+    '<pacemaker-result><crmd node_name="controller-0" state="S_POLICY_ENGINE"/></pacemaker-result>',
+    "",
+)
+
+
+def restart_runner(*looks: str, place: Answer = OK) -> pm.Runner:
+    """crm_mon answers: mon-ok.xml (before), then ``looks`` (file names or XML text)."""
+    mons = [fixture(x) if x.endswith(".xml") else x for x in looks]
     return runner(
         {
             ("cibadmin", "--query"): [(0, fixture("base.xml"), "")],
-            ("crm_mon",): [(0, fixture("mon-ok.xml"), ""), (0, fixture(after), "")],
-            ("crm_resource", "--restart"): [restart],
-            ("crm_resource", "--wait"): [OK],
+            ("crm_mon",): [(0, fixture("mon-ok.xml"), "")] + [(0, m, "") for m in mons],
+            ("cibadmin", "--modify"): [place],
+            ("crmadmin",): [BUSY, IDLE, IDLE],
             ("cibadmin", "--delete"): [OK],
         }
     )
@@ -202,60 +229,93 @@ BAN_DELETE = (
 )
 
 
-def test_restart_success_calls_in_order() -> None:
-    r = restart_runner("mon-ok.xml")
-    report = pm.restart_replica(r, "galera-bundle", "controller-1", timeout=90)
+def test_restart_places_the_ban_watches_and_removes_it_once_stopped() -> None:
+    down = _mon_stopped("galera-bundle-podman-1")
+    r = restart_runner("mon-ok.xml", down, "mon-ok.xml")
+    report = pm.restart_replica(r, "galera-bundle", "controller-1", timeout=90, poll=0)
     assert (report.node, report.replica, report.container) == (
         "controller-1",
         1,
         "galera-bundle-podman-1",
     )
     argvs = backend(r).argvs()
-    assert argvs[2] == (
-        "crm_resource",
-        "--restart",
-        "--resource",
-        "galera-bundle",
-        "--node",
-        "controller-1",
-        "--timeout=90s",
-    )
-    assert backend(r).calls[2][2] == 2 * 90 + pm.CALL_SLACK
-    assert argvs[3] == ("crm_resource", "--wait", "--timeout=90s")
-    assert argvs[4] == BAN_DELETE
-    assert argvs[5][0] == "crm_mon"
+    # Read, then the ban first of all writes: nothing else goes to the CIB before the stop.
+    assert [a[:2] for a in argvs[:3]] == [
+        ("cibadmin", "--query"),
+        ("crm_mon", "-1"),
+        ("cibadmin", "--modify"),
+    ]
+    bans = etree.fromstring(argvs[2][-1].encode())
+    assert [b.get("id") for b in bans] == ["cli-ban-galera-bundle-on-controller-1"]
+    assert bans.find(".//date_expression").get("operation") == "lt"
+    # The ban goes right after the look that saw the replica stopped, once.
+    assert argvs.index(BAN_DELETE) == 5 and argvs.count(BAN_DELETE) == 1
+    assert argvs[4][0] == "crm_mon"
+    # Done after the DC was idle at two looks in a row.
+    assert [a[0] for a in argvs[6:]] == ["crm_mon"] + ["crm_mon", "crmadmin"] * 3
+    assert argvs[-1] == ("crmadmin", "--status=controller-0", "--output-as=xml")
+    assert not any(a[:2] == ("crm_resource", "--restart") for a in argvs)
+    assert not any(a[:2] == ("crm_resource", "--wait") for a in argvs)
 
 
 def test_restart_with_failed_start_is_a_failure() -> None:
-    r = restart_runner("mon-failed-start.xml")
+    r = restart_runner(_mon_stopped("galera-bundle-podman-1"), "mon-failed-start.xml")
     with pytest.raises(pm.RestartFailedError) as info:
-        pm.restart_replica(r, "galera-bundle", "controller-1")
+        pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
     err = info.value
     assert [f.op_key for f in err.failures] == ["galera-bundle-podman-1_start_0"]
     assert "User-injected result" in err.message and "--cleanup" in err.fix
-    assert BAN_DELETE in backend(r).argvs()
+
+
+def test_failed_stop_fails_and_removes_the_ban() -> None:
+    r = restart_runner("mon-failed-start.xml")
+    with pytest.raises(pm.RestartFailedError):
+        pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
+    assert backend(r).argvs()[-1] == BAN_DELETE
 
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), signals.Terminated(signal.SIGTERM)])
 def test_interrupted_restart_removes_the_ban(interrupt: BaseException) -> None:
-    r = restart_runner("mon-ok.xml", restart=interrupt)
+    r = restart_runner("mon-ok.xml", place=interrupt)
     with pytest.raises(type(interrupt)):
-        pm.restart_replica(r, "galera-bundle", "controller-1")
+        pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
     assert backend(r).argvs()[-1] == BAN_DELETE
 
 
-def test_failed_restart_command_still_removes_the_ban() -> None:
-    r = restart_runner("mon-ok.xml", restart=(124, "", "Timed out"))
-    with pytest.raises(pm.PacemakerTimeoutError):
-        pm.restart_replica(r, "galera-bundle", "controller-1")
+def test_a_replica_that_never_stops_times_out_and_the_ban_goes() -> None:
+    r = restart_runner("mon-ok.xml")
+    with pytest.raises(pm.PacemakerTimeoutError, match="still stopping"):
+        pm.restart_replica(r, "galera-bundle", "controller-1", timeout=0.05, poll=0.01)
     assert backend(r).argvs()[-1] == BAN_DELETE
 
 
 def test_ban_that_cannot_be_removed_after_a_restart_is_an_error() -> None:
     r = restart_runner("mon-ok.xml")
     backend(r).answers[("cibadmin", "--delete")] = [(102, "", "Could not connect")]
-    with pytest.raises(pm.BanNotRemovedError, match="crm_resource --clear"):
-        pm.restart_replica(r, "galera-bundle", "controller-1")
+    with pytest.raises(pm.BanNotRemovedError, match="crm_resource --clear") as info:
+        pm.restart_replica(r, "galera-bundle", "controller-1", timeout=0.05, poll=0.01)
+    assert "expires at" in info.value.message
+
+
+def test_an_existing_ban_refuses_before_any_write() -> None:
+    config = etree.fromstring(fixture("base.xml").encode())
+    constraints = config.find("configuration/constraints")
+    constraints.append(etree.Element("rsc_location", id="cli-ban-galera-bundle-on-controller-1"))
+    r = restart_runner("mon-ok.xml")
+    backend(r).answers[("cibadmin", "--query")] = [
+        (0, etree.tostring(config, encoding="unicode"), "")
+    ]
+    with pytest.raises(pm.RestartRefusedError, match="exists already"):
+        pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
+    assert not any(a[1] in ("--modify", "--delete") for a in backend(r).argvs())
+
+
+def test_settle_waits_for_two_idle_looks() -> None:
+    r = runner(
+        {("crm_mon",): [(0, fixture("mon-ok.xml"), "")], ("crmadmin",): [IDLE, BUSY, IDLE, IDLE]}
+    )
+    pm.settle(r, 10, poll=0)
+    assert [a[0] for a in backend(r).argvs()].count("crmadmin") == 4
 
 
 # --------------------------------------------------------------------------- signals
@@ -277,9 +337,3 @@ def test_signals_held_delivers_after_the_block() -> None:
                 signal.raise_signal(signal.SIGTERM)
                 done.append("cleanup ran")
     assert done == ["cleanup ran"]
-
-
-def test_replica_gone_without_a_failure_is_a_failure() -> None:
-    r = restart_runner("mon-standby.xml")
-    with pytest.raises(pm.RestartFailedError, match="controller-2: replica is not running"):
-        pm.restart_replica(r, "galera-bundle", "controller-2")

@@ -339,7 +339,12 @@ def cli_constraints(cib: Element) -> list[CliConstraint]:
         CliConstraint(
             id=el.get("id", ""),
             resource=el.get("rsc", ""),
-            node=el.get("node", ""),
+            # With a lifetime (crm_resource --lifetime, pcmkimg's restart) the node is in a rule.
+            node=el.get("node")
+            or next(
+                (e.get("value", "") for e in el.iterfind("rule/expression[@attribute='#uname']")),
+                "",
+            ),
             score=el.get("score", ""),
             role=el.get("role"),
         )
