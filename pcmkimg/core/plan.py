@@ -304,43 +304,54 @@ def find_bundle(cluster: Cluster, service: str, scheme: naming.Scheme) -> Bundle
 
 
 def node_facts(cluster: Cluster, bundle_id: str) -> list[NodeFacts]:
-    banned = cib.banned_nodes(cluster.config, bundle_id)
-    guard = cib.bundle(cluster.config, bundle_id).guard
-    refused = {
-        f.node
-        for f in cluster.status.real_failures
-        if f.task == "start"
-        and (f.resource.startswith(f"{bundle_id}-") or (guard and f.resource == guard.primitive_id))
-    }
-    # Hosts only: crm_mon can list a bundle replica's implicit guest node as a member, but the
-    # CIB's <nodes> section names the real cluster members.
-    members = {n.uname for n in cib.nodes(cluster.config) if n.kind == "member"}
-    facts = []
-    for node in cluster.status.nodes:
-        if node.kind != "member" or node.name not in members:
-            continue
-        replica = cluster.status.replica_on(bundle_id, node.name)
-        why = (
-            "offline"
-            if not node.online
-            else "in standby"
-            if node.standby
-            else "in maintenance"
-            if node.maintenance
-            else ""
-        )
-        facts.append(
-            NodeFacts(
-                name=node.name,
-                ready=not why,
-                can_run=node.name not in banned,
-                active=bool(replica and replica.active),
-                promoted=bool(replica and replica.role == "Promoted"),
-                why_not_ready=why,
-                failed_start=node.name in refused and not (replica and replica.active),
+    return node_facts_of(cluster, [cib.bundle(cluster.config, bundle_id)])[bundle_id]
+
+
+def node_facts_of(cluster: Cluster, bundles: Sequence[cib.Bundle]) -> dict[str, list[NodeFacts]]:
+    """:func:`node_facts` of each of ``bundles`` (bundle id -> facts), with what they share
+    (the members, the bans, the failed starts) read once: linear in the bundles."""
+    banned = cib.all_banned_nodes(cluster.config)
+    starts = [f for f in cluster.status.real_failures if f.task == "start"]
+    # Hosts only: crm_mon can list a bundle replica's implicit guest node as a member, and so
+    # can the CIB's <nodes> section (attributes set on a guest node land there): a node that
+    # is a replica's guest node is never a host.
+    guests = {r.guest for r in cluster.status.replicas if r.guest}
+    members = {n.uname for n in cib.nodes(cluster.config) if n.kind == "member"} - guests
+    hosts = [n for n in cluster.status.nodes if n.kind == "member" and n.name in members]
+    found: dict[str, list[NodeFacts]] = {}
+    for bundle in bundles:
+        bundle_id, guard = bundle.id, bundle.guard
+        refused = {
+            f.node
+            for f in starts
+            if f.resource.startswith(f"{bundle_id}-")
+            or (guard and f.resource == guard.primitive_id)
+        }
+        never = banned.get(bundle_id, set())
+        facts = found[bundle_id] = []
+        for node in hosts:
+            replica = cluster.status.replica_on(bundle_id, node.name)
+            why = (
+                "offline"
+                if not node.online
+                else "in standby"
+                if node.standby
+                else "in maintenance"
+                if node.maintenance
+                else ""
             )
-        )
-    return facts
+            facts.append(
+                NodeFacts(
+                    name=node.name,
+                    ready=not why,
+                    can_run=node.name not in never,
+                    active=bool(replica and replica.active),
+                    promoted=bool(replica and replica.role == "Promoted"),
+                    why_not_ready=why,
+                    failed_start=node.name in refused and not (replica and replica.active),
+                )
+            )
+    return found
 
 
 def healable(failure: cib.Failure, bundle_id: str, missing: Collection[str]) -> bool:

@@ -6,13 +6,14 @@ and ``problems`` are pure functions of what it gathered.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
-from pcmkimg.core.plan import Cluster, node_facts
+from pcmkimg.core.plan import Cluster, node_facts_of
 from pcmkimg.errors import PcmkimgError
 
 SCHEMA_ID = "pcmkimg-status/1"
@@ -36,6 +37,9 @@ class Service:
     bundle: cib.Bundle
     floating: str
     nodes: list[plan.NodeFacts]
+    qualified: bool = True
+    """The floating name has a registry part: a store lists it under that very name (a
+    short name is left to podman's own lookup)."""
 
 
 @dataclass
@@ -49,14 +53,19 @@ def floating_bundles(
     cluster: Cluster, scheme: naming.Scheme, wanted: Sequence[str] = ()
 ) -> list[Service]:
     """Bundles behind a floating name (all, or those named by service or bundle id)."""
-    found = []
+    chosen = []
     for bundle in cib.bundles(cluster.config):
         name = naming.as_floating(bundle.image, scheme)
         if name is None:
             continue
         if wanted and bundle.id not in wanted and name.service not in wanted:
             continue
-        found.append(Service(name.service, bundle, bundle.image, node_facts(cluster, bundle.id)))
+        chosen.append((bundle, name))
+    facts = node_facts_of(cluster, [bundle for bundle, _ in chosen])
+    found = [
+        Service(name.service, b, b.image, facts[b.id], qualified=name.ref.domain is not None)
+        for b, name in chosen
+    ]
     if wanted:
         known = {s.service for s in found} | {s.bundle.id for s in found}
         missing = [w for w in wanted if w not in known]
@@ -69,12 +78,22 @@ def floating_bundles(
 
 
 def gather(cluster: Cluster, stores: images.Stores, services: list[Service]) -> Gathered:
-    """Ask every node's store about every service, in parallel."""
+    """Ask every node's store about every service, in parallel: one image list and one
+    container list per node, looked up in memory (not one call per service and node)."""
     out = Gathered(cluster, services)
     nodes = sorted({f.name for s in services for f in s.nodes if f.ready})
 
     def ask(store: images.Store) -> tuple[dict[str, images.Resolution], tuple]:
-        resolved = {s.floating: store.resolve(s.floating) for s in services}
+        named = {name: image for image in store.named_images() for name in image.names}
+        resolved: dict[str, images.Resolution] = {}
+        for s in services:
+            image = named.get(s.floating)
+            if image is not None:
+                resolved[s.floating] = images.Resolved(store.node, s.floating, image)
+            elif s.qualified:
+                resolved[s.floating] = images.Unresolved(store.node, s.floating)
+            else:  # a short name: podman's lookup (localhost/, search registries) decides
+                resolved[s.floating] = store.resolve(s.floating)
         return resolved, store.containers(running_only=True)
 
     answers = stores.each(nodes, ask)
@@ -99,13 +118,17 @@ def gather(cluster: Cluster, stores: images.Stores, services: list[Service]) -> 
     return out
 
 
+#: naming.is_scheme_name, once per distinct name: the same names recur on every node.
+_is_scheme_name = functools.lru_cache(maxsize=65536)(naming.is_scheme_name)
+
+
 def _image(resolved: images.Resolved | None) -> dict[str, object] | None:
     if resolved is None:
         return None
     return {
         "image_id": resolved.id,
         "short_id": resolved.id[:12],
-        "names": sorted(n for n in resolved.other_names if not naming.is_scheme_name(n)),
+        "names": sorted(n for n in resolved.other_names if not _is_scheme_name(n)),
         "digest": resolved.digest,
         "created": resolved.created.isoformat() if resolved.created else None,
     }
@@ -251,7 +274,7 @@ def _drift(s: Service, view: NodeView, replica: cib.ReplicaStatus | None) -> lis
     running = _running(view, replica)
     if running is None or view.resolved is None or running["image_id"] == view.resolved.id:
         return []
-    names = sorted(n for n in view.resolved.other_names if not naming.is_scheme_name(n))
+    names = sorted(n for n in view.resolved.other_names if not _is_scheme_name(n))
     image = names[0] if names else "REF"
     return [
         Problem(

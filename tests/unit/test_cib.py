@@ -287,6 +287,7 @@ READERS = {
     "cluster_properties": lambda t: C.cluster_properties(t),
     "rsc_defaults": lambda t: C.rsc_defaults(t),
     "banned_nodes": lambda t: C.banned_nodes(t, "galera-bundle"),
+    "all_banned_nodes": lambda t: C.all_banned_nodes(t),
     "guard_ids": lambda t: C.guard_ids("galera-bundle"),
     "guard_pcs_commands": lambda t: C.guard_pcs_commands(t, "galera-bundle", FLOATING),
 }

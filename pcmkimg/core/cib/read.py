@@ -49,9 +49,39 @@ def _config_elements(cib: Element) -> Iterator[Element]:
 
 def _by_id(cib: Element, element_id: str) -> Element | None:
     for el in _config_elements(cib):
-        if isinstance(el.tag, str) and el.get("id") == element_id:
+        if el.get("id") == element_id:
             return el
     return None
+
+
+@dataclass(frozen=True)
+class _Index:
+    """The configuration's lookups, made in one pass: readers of many bundles use one index
+    instead of scanning the whole configuration once per bundle (read-only: nothing is
+    stored in the tree)."""
+
+    by_id: Mapping[str, Element]
+    """The first element of the configuration with each id."""
+    orders: Mapping[tuple[str, str, str, str, str], str]
+    """(first, then, kind, first-action, then-action) -> the first such order's id."""
+    colocations: Mapping[tuple[str, str], str]
+    """(rsc, with-rsc) -> the first such INFINITY colocation's id."""
+
+
+def _index(cib: Element) -> _Index:
+    by_id: dict[str, Element] = {}
+    for el in _config_elements(cib):
+        element_id = el.get("id")
+        if element_id is not None:
+            by_id.setdefault(element_id, el)
+    orders: dict[tuple[str, str, str, str, str], str] = {}
+    for o in order_constraints(cib):
+        orders.setdefault((o.first, o.then, o.kind, o.first_action, o.then_action), o.id)
+    colocations: dict[tuple[str, str], str] = {}
+    for c in colocation_constraints(cib):
+        if c.score in ("INFINITY", "+INFINITY"):
+            colocations.setdefault((c.rsc, c.with_rsc), c.id)
+    return _Index(by_id, orders, colocations)
 
 
 def _find_section(cib: Element, name: str) -> Element | None:
@@ -157,8 +187,12 @@ def guard_ids(bundle_id: str) -> dict[str, str]:
 
 def _guard_clone(cib: Element, bundle_id: str) -> Element | None:
     """The guard clone element of ``bundle_id``; GuardConflictError if the id is misused."""
+    return _guard_clone_in(_index(cib), bundle_id)
+
+
+def _guard_clone_in(index: _Index, bundle_id: str) -> Element | None:
     ids = guard_ids(bundle_id)
-    clone = _by_id(cib, ids["clone"])
+    clone = index.by_id.get(ids["clone"])
     if clone is None:
         return None
     prim = clone.find("primitive")
@@ -176,31 +210,16 @@ def _guard_clone(cib: Element, bundle_id: str) -> Element | None:
     return clone
 
 
-def _find_guard(cib: Element, bundle_id: str) -> Guard | None:
-    clone = _guard_clone(cib, bundle_id)
+def _find_guard(index: _Index, bundle_id: str) -> Guard | None:
+    clone = _guard_clone_in(index, bundle_id)
     if clone is None:
         return None
     prim = clone.find("primitive")
     assert prim is not None  # checked by _guard_clone
     ids = guard_ids(bundle_id)
     clone_id = clone.get("id", "")
-    order = next(
-        (
-            o.id
-            for o in order_constraints(cib)
-            if (o.first, o.then, o.kind, o.first_action, o.then_action)
-            == (clone_id, bundle_id, "Mandatory", "start", "start")
-        ),
-        None,
-    )
-    colocation = next(
-        (
-            c.id
-            for c in colocation_constraints(cib)
-            if (c.rsc, c.with_rsc) == (bundle_id, clone_id) and c.score in ("INFINITY", "+INFINITY")
-        ),
-        None,
-    )
+    order = index.orders.get((clone_id, bundle_id, "Mandatory", "start", "start"))
+    colocation = index.colocations.get((bundle_id, clone_id))
     meta = _nvpairs(clone, "meta_attributes")
     params = _nvpairs(prim, "instance_attributes")
     return Guard(
@@ -215,7 +234,7 @@ def _find_guard(cib: Element, bundle_id: str) -> Guard | None:
     )
 
 
-def _bundle_from(cib: Element, el: Element) -> Bundle:
+def _bundle_from(index: _Index, el: Element) -> Bundle:
     runtime_el = next((c for c in el if c.tag in RUNTIMES), None)
     if runtime_el is None:
         raise CibStructureError(f"bundle {el.get('id')!r} has no container runtime", _FIX_CIB)
@@ -229,7 +248,7 @@ def _bundle_from(cib: Element, el: Element) -> Bundle:
         promoted_max=_int(promoted, 0),
         primitive=_primitive(el.find("primitive")),
         meta=_nvpairs(el, "meta_attributes"),
-        guard=_find_guard(cib, bundle_id),
+        guard=_find_guard(index, bundle_id),
     )
 
 
@@ -251,12 +270,14 @@ def _bundle_element(cib: Element, bundle_id: str) -> Element:
 
 
 def bundles(cib: Element) -> list[Bundle]:
-    """Every bundle of the CIB, in document order."""
-    return [_bundle_from(cib, el) for el in _bundle_elements(cib)]
+    """Every bundle of the CIB, in document order (one pass over the configuration)."""
+    index = _index(cib)
+    return [_bundle_from(index, el) for el in _bundle_elements(cib)]
 
 
 def bundle(cib: Element, bundle_id: str) -> Bundle:
-    return _bundle_from(cib, _bundle_element(cib, bundle_id))
+    element = _bundle_element(cib, bundle_id)
+    return _bundle_from(_index(cib), element)
 
 
 @dataclass(frozen=True)
@@ -403,11 +424,16 @@ def rsc_defaults(cib: Element) -> dict[str, str]:
 def banned_nodes(cib: Element, resource_id: str) -> set[str]:
     """Nodes that ``resource_id`` can never run on: a -INFINITY node location constraint that
     is not a ``cli-`` leftover (those are reported on their own, see :func:`cli_constraints`)."""
-    found = set()
+    return set(all_banned_nodes(cib).get(resource_id, ()))
+
+
+def all_banned_nodes(cib: Element) -> dict[str, set[str]]:
+    """:func:`banned_nodes` of every resource, in one pass: resource id -> nodes."""
+    found: dict[str, set[str]] = {}
     for el in _constraints(cib, "rsc_location"):
-        if el.get("rsc") != resource_id or el.get("id", "").startswith("cli-"):
+        if el.get("id", "").startswith("cli-") or not el.get("node"):
             continue
-        if el.get("node") and el.get("score", "").lstrip("-+").upper() == "INFINITY":
-            if el.get("score", "").startswith("-"):
-                found.add(el.get("node", ""))
+        score = el.get("score", "")
+        if score.startswith("-") and score.lstrip("-+").upper() == "INFINITY":
+            found.setdefault(el.get("rsc", ""), set()).add(el.get("node", ""))
     return found

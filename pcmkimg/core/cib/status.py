@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -93,14 +94,45 @@ class ClusterStatus:
     replicas: tuple[ReplicaStatus, ...]
     failures: tuple[Failure, ...]
 
+    # The lookups are dictionaries made once, on first use (linear in the replicas, where a
+    # scan per bundle and node was quadratic); the status itself never changes.
+
+    @functools.cached_property
+    def _nodes_by_name(self) -> dict[str, NodeStatus]:
+        found: dict[str, NodeStatus] = {}
+        for n in self.nodes:
+            found.setdefault(n.name, n)
+        return found
+
+    @functools.cached_property
+    def _replicas_by_bundle(self) -> dict[str, list[ReplicaStatus]]:
+        found: dict[str, list[ReplicaStatus]] = {}
+        for r in self.replicas:
+            found.setdefault(r.bundle_id, []).append(r)
+        return found
+
+    @functools.cached_property
+    def _replica_by_node(self) -> dict[tuple[str, str | None], ReplicaStatus]:
+        found: dict[tuple[str, str | None], ReplicaStatus] = {}
+        for r in self.replicas:
+            found.setdefault((r.bundle_id, r.node), r)
+        return found
+
+    @functools.cached_property
+    def _failures_by_resource(self) -> dict[str, list[Failure]]:
+        found: dict[str, list[Failure]] = {}
+        for f in self.failures:
+            found.setdefault(f.resource, []).append(f)
+        return found
+
     def node(self, name: str) -> NodeStatus | None:
-        return next((n for n in self.nodes if n.name == name), None)
+        return self._nodes_by_name.get(name)
 
     def replicas_of(self, bundle_id: str) -> list[ReplicaStatus]:
-        return [r for r in self.replicas if r.bundle_id == bundle_id]
+        return list(self._replicas_by_bundle.get(bundle_id, ()))
 
     def replica_on(self, bundle_id: str, node: str) -> ReplicaStatus | None:
-        return next((r for r in self.replicas_of(bundle_id) if r.node == node), None)
+        return self._replica_by_node.get((bundle_id, node))
 
     @property
     def real_failures(self) -> list[Failure]:
@@ -131,11 +163,15 @@ class ClusterStatus:
         hosts: dict[str, str | None] = {
             r.guest: (r.node if r.active else None) for r in replicas if r.guest
         }
-        return [
-            (hosts[f.node] if f.node in hosts else f.node, f)
-            for f in self.failures
-            if f.resource in wanted
-        ]
+        by_resource, order = self._failures_by_resource, self._failure_order
+        found = sorted(
+            (f for rid in wanted for f in by_resource.get(rid, ())), key=lambda f: order[id(f)]
+        )
+        return [(hosts[f.node] if f.node in hosts else f.node, f) for f in found]
+
+    @functools.cached_property
+    def _failure_order(self) -> dict[int, int]:
+        return {id(f): i for i, f in enumerate(self.failures)}
 
 
 def _role(value: str | None) -> str:
