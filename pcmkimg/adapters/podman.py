@@ -410,8 +410,11 @@ class Store(StorePort):
     # -- removing ------------------------------------------------------------------------------
 
     def remove(self, image: ImageInfo) -> bool:
-        """Remove an image without force: False when podman refuses (e.g. now in use). Its
-        other names go first: podman removes an image with several names only by force."""
+        """Remove an image without force: False when podman refuses (e.g. now in use, or it
+        got another name meanwhile). The names in ``image`` other than its first go first
+        (podman removes an image with several names only by force); then the image goes by
+        its ID, so that podman refuses if a name that was not in ``image`` is on it now (no
+        name but those the caller chose is ever taken off)."""
         from podman.errors import APIError
 
         names = [parse(n) for n in image.names if _repository(n)]
@@ -419,7 +422,7 @@ class Store(StorePort):
             self._untag(self._require(image.id), extra)
         with self._talking(image.id):
             try:
-                self.client.images.remove(str(names[0]) if names else image.id)
+                self.client.images.remove(image.id)
             except APIError as err:
                 if err.response is None:
                     raise

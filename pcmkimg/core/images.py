@@ -21,6 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Literal, Union
 
+    from pcmkimg.core.naming import Scheme
     from pcmkimg.core.reference import Reference
 
 
@@ -238,7 +239,8 @@ class Pruned:
     removed: tuple[str, ...]
     kept: tuple[str, ...]
     protected: tuple[str, ...]
-    """Images that hold the floating or rollback name, or that a container uses."""
+    """Images that hold a name of the scheme (any service's), a legacy ``:pcmklatest`` name or
+    a name outside the service's repositories, or that a container uses."""
 
 
 @dataclass(frozen=True)
@@ -409,20 +411,51 @@ class PruneSelection:
     remove: tuple[ImageInfo, ...]
     keep: tuple[ImageInfo, ...]
     protected: tuple[ImageInfo, ...]
-    """Images that hold one of the service's own names, or that a container uses."""
+    """Images of the service that hold a name of the scheme (any service's), a legacy
+    ``:pcmklatest`` name or a name outside the service's repositories, or that a container
+    uses."""
+
+
+def _pcmkimg_name(name: str, scheme: Scheme) -> bool:
+    """A name of the scheme (any service's floating, rollback or hold name), a legacy
+    ``REPO:pcmklatest`` name, or one that is not a valid reference (never ours to take off)."""
+    from pcmkimg.core.naming import LEGACY_TAG
+    from pcmkimg.core.reference import InvalidReference, parse
+
+    try:
+        ref = parse(name)
+    except InvalidReference:
+        return True
+    return ref.name.startswith(f"{scheme.prefix}/") or ref.tag in (
+        LEGACY_TAG,
+        scheme.tag,
+        scheme.rollback_tag,
+        HOLD_TAG,
+    )
 
 
 def prune_selection(
-    images: Sequence[ImageInfo], own: Collection[str], in_use: Collection[str], keep: int
+    images: Sequence[ImageInfo],
+    own: Collection[str],
+    in_use: Collection[str],
+    keep: int,
+    scheme: Scheme | None = None,
 ) -> PruneSelection:
     """The images of a service to remove: all but the ``keep`` newest that are not protected.
 
     ``own`` are the service's floating and rollback names, ``in_use`` the image IDs of the
-    node's containers. The images of a service are those that hold or held one of its own
-    names, and every image with a name (now or before) in a repository of theirs. Images that
-    hold one of ``own`` or that a container uses are protected. Newest first by creation
-    time, then by ID.
+    node's containers, ``scheme`` the floating-name scheme (default: the default one). The
+    service's repositories are those of ``own`` and of every name (now or before) of an image
+    that holds or held one of ``own``; its images are those with a name (now or before) in
+    one of them. Protected, so never removed: an image that holds any name of the scheme (any
+    service's floating, rollback or hold name) or a legacy ``:pcmklatest`` name, one that a
+    container uses, and one that holds a name outside the service's repositories (a prune
+    never takes such a name off). Newest first by creation time, then by ID.
     """
+    if scheme is None:
+        from pcmkimg.core.naming import DEFAULT_SCHEME
+
+        scheme = DEFAULT_SCHEME
     own_repos = {_repository(n) for n in own}
 
     def repos(image: ImageInfo) -> set[str | None]:
@@ -434,7 +467,15 @@ def prune_selection(
             related |= repos(image)
     related.discard(None)
     mine = [image for image in images if repos(image) & related]
-    protected = [i for i in mine if set(own) & set(i.names) or i.id in in_use]
+
+    def untouchable(image: ImageInfo) -> bool:
+        return (
+            image.id in in_use
+            or any(_pcmkimg_name(n, scheme) for n in image.names)
+            or any(_repository(n) not in related for n in image.names)
+        )
+
+    protected = [i for i in mine if untouchable(i)]
     rest = sorted(
         (i for i in mine if i not in protected),
         key=lambda i: (i.created or datetime.min.replace(tzinfo=timezone.utc), i.id),

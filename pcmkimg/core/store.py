@@ -141,9 +141,11 @@ class StorePort(ABC):
         """Remove old images of ``service``; keep the ``keep`` newest others.
 
         The images of a service are those that hold or held its floating or rollback name, and
-        every image with a name (now or before) in a repository of theirs. Images that hold the
-        floating or rollback name, or that any container uses, are never removed (the rule is
-        :func:`~pcmkimg.core.images.prune_selection`).
+        every image with a name (now or before) in a repository of theirs. Never removed: an
+        image that holds any name of the scheme (any service's floating or rollback name), a
+        legacy ``:pcmklatest`` name or a name outside the service's repositories, or that any
+        container uses (the rule is :func:`~pcmkimg.core.images.prune_selection`). Each image
+        is looked at again right before it goes: one that changed meanwhile is kept.
         """
         try:
             own = {
@@ -154,13 +156,16 @@ class StorePort(ABC):
             raise InvalidName(err.message, err.fix, node=self.node, ref=service) from err
         images = self.images()
         in_use = {c.image_id for c in self.containers()}
-        chosen = prune_selection(images, own, in_use, keep)
+        chosen = prune_selection(images, own, in_use, keep, self.scheme)
         kept, removed = list(chosen.keep), []
         for image in chosen.remove:
-            if self.remove(image):
-                removed.append(image.id)
-            else:
+            now = self.inspect(image.id)
+            if now is None:
+                continue  # gone meanwhile
+            if now.names != image.names or not self.remove(now):
                 kept.append(image)
+            else:
+                removed.append(image.id)
         return Pruned(
             self.node,
             service,

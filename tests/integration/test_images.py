@@ -255,6 +255,47 @@ def test_prune_removes_only_old_unused_images_of_the_service(sb, stores) -> None
     assert store.prune("svc", keep=0).removed == ()
 
 
+def test_prune_of_one_service_leaves_another_stopped_service_and_foreign_names(sb, stores):
+    """Two services share the repository ns1/svc; "other" is stopped (no container). Pruning
+    either removes only an image whose names are all the pruned service's own, unneeded."""
+    store, node = stores[0], sb.podman_nodes[0]
+    for path in ("ns1/svc:1.0", "ns1/svc:1.1", "ns1/svc:broken"):
+        store.pull(sb.ref(path))
+    other_f, other_r = (
+        "cluster.common.tag/other:pcmklatest",
+        "cluster.common.tag/other:pcmkprevious",
+    )
+    store.retag(FLOATING, sb.ref("ns1/svc:1.0"))
+    store.retag(FLOATING, sb.ref("ns1/svc:1.1"))  # svc: 1.1, rollback 1.0
+    before_b = import_image(sb, node, sb.ref("ns1/svc:b-before"), b"other-before")
+    store.retag(other_f, before_b)
+    store.retag(other_f, sb.ref("ns1/svc:broken"))  # other: broken, rollback b-before
+    legacy = import_image(sb, node, sb.ref("ns1/svc:legacy"), b"legacy")
+    sb.podman(node, "tag", legacy, sb.ref("ns1/svc:pcmklatest"))
+    shared = import_image(sb, node, sb.ref("ns1/svc:shared"), b"shared")
+    sb.podman(node, "tag", shared, "example.org/team-b/tool:4")
+    old = import_image(sb, node, sb.ref("ns1/svc:old"), b"old")
+    assert store.containers() == ()  # both services stopped here: only names protect
+
+    names_before = dict(cli_images(sb, node))
+    pruned = store.prune("svc", keep=0)
+    assert pruned.removed == (old,)
+    after = dict(cli_images(sb, node))
+    assert after == {i: n for i, n in names_before.items() if i != old}
+    assert store.resolve(other_f).id == sb.images["ns1/svc:broken"]  # type: ignore[union-attr]
+    assert store.resolve(other_r).id == before_b  # type: ignore[union-attr]
+    assert store.resolve("example.org/team-b/tool:4").id == shared  # type: ignore[union-attr]
+    assert store.resolve(sb.ref("ns1/svc:pcmklatest")).id == legacy  # type: ignore[union-attr]
+
+    # The other service's prune leaves svc's names, and the foreign and legacy ones, alone.
+    again = store.prune("other", keep=0)
+    assert again.removed == ()
+    assert dict(cli_images(sb, node)) == after
+    assert {sb.images["ns1/svc:1.0"], sb.images["ns1/svc:1.1"], legacy, shared} <= set(
+        again.protected
+    )
+
+
 def test_unreachable_socket_and_the_cli_fallback(sb, stores) -> None:
     node = sb.podman_nodes[0]
     bogus = f"unix://{sb.dir}/no-such/podman.sock"

@@ -268,6 +268,42 @@ def test_prune_selection_of_a_service_without_images() -> None:
     assert (chosen.remove, chosen.keep, chosen.protected) == ((), (), ())
 
 
+def test_prune_selection_leaves_every_name_of_another_service_and_outside_its_repositories():
+    # galera shares mariadb's repository; galera is stopped (no container uses its images).
+    galera_f, galera_r = (
+        "cluster.common.tag/galera:pcmklatest",
+        "cluster.common.tag/galera:pcmkprevious",
+    )
+    theirs = image("a1" * 32, f"{SVC}:0.7", galera_f, day=3)
+    their_back = image("a2" * 32, f"{SVC}:0.6", galera_r, day=2)
+    legacy = image("a3" * 32, f"{SVC}:0.5", f"{SVC}:pcmklatest", day=8)
+    held = image("a4" * 32, "cluster.common.tag/galera:pcmkhold", history=(F,), day=8)
+    shared = image("a5" * 32, f"{SVC}:0.4", "reg.example.com/team-b/tool:4", day=8)
+    mine = (FLOAT_IMG, BACK_IMG, OLD, OLDER)
+    every = (*mine, theirs, their_back, legacy, held, shared)
+    chosen = prune_selection(every, OWN, set(), keep=0)
+    assert set(ids(chosen.remove)) == {OLD.id, OLDER.id}
+    untouchable = {theirs, their_back, legacy, held, shared}
+    assert untouchable <= set(chosen.protected)
+    # The other service's prune, in turn, leaves mariadb's names alone.
+    other = prune_selection(every, {galera_f, galera_r}, set(), keep=0)
+    assert {FLOAT_IMG, BACK_IMG, legacy, held, shared} <= set(other.protected)
+    assert set(ids(other.remove)) == {OLD.id, OLDER.id}
+    # Whatever is removed has only names in the service's own repositories.
+    for gone in (*chosen.remove, *other.remove):
+        assert all(n.startswith(f"{SVC}:") for n in gone.names)
+
+
+def test_prune_selection_protects_the_names_of_a_configured_scheme() -> None:
+    scheme = naming.Scheme("pcmk.example.org/img", "cur", "prev")
+    own = {"pcmk.example.org/img/mariadb:cur", "pcmk.example.org/img/mariadb:prev"}
+    current = image("b1" * 32, f"{SVC}:2.0", "pcmk.example.org/img/mariadb:cur", day=9)
+    theirs = image("b2" * 32, f"{SVC}:1.0", "pcmk.example.org/img/galera:cur", day=5)
+    old = image("b3" * 32, f"{SVC}:0.1", day=1)
+    chosen = prune_selection((current, theirs, old), own, set(), keep=0, scheme=scheme)
+    assert (ids(chosen.remove), set(chosen.protected)) == ((old.id,), {current, theirs})
+
+
 # --------------------------------------------------------------------------- rollback name
 
 

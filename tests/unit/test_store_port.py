@@ -112,6 +112,19 @@ def test_prune_removes_the_selection_and_keeps_what_the_store_refuses() -> None:
         store.prune("MariaDB")
 
 
+def test_prune_keeps_an_image_that_got_another_name_since_the_listing() -> None:
+    class Racing(DictStore):
+        def images(self) -> tuple[ImageInfo, ...]:
+            listed = super().images()
+            self.names["cluster.common.tag/galera:pcmklatest"] = B  # another service's retag
+            return listed
+
+    store = Racing({F: A, REAL_A: A, REAL_B: B, "reg.example.com/tripleo/mariadb:0.9": C})
+    pruned = store.prune("mariadb", keep=0)
+    assert (pruned.removed, pruned.kept) == ((C,), (B,))
+    assert store.names["cluster.common.tag/galera:pcmklatest"] == B and store.log == ["remove c"]
+
+
 def test_resolve() -> None:
     store = DictStore({F: A, REAL_A: A})
     found = store.resolve(F)
