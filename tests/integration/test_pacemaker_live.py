@@ -119,12 +119,13 @@ def test_failed_start_is_reported_as_a_failure(bundle) -> None:
 def test_refused_when_unmanaged(bundle) -> None:
     cl, runner, _ = bundle
     before = all_containers(cl)
-    pm.unmanage(runner, BUNDLE)
+    meta = ["crm_resource", "--resource", BUNDLE, "--meta"]
+    runner.run([*meta, "--set-parameter", "is-managed", "--parameter-value", "false"])
     try:
         with pytest.raises(pm.RestartRefusedError, match="unmanaged"):
             pm.restart_replica(runner, BUNDLE, "controller-1")
     finally:
-        pm.manage(runner, BUNDLE)
+        runner.run([*meta, "--delete-parameter", "is-managed"])
     assert cib.bundle(pm.query_cib(runner), BUNDLE).is_managed
     assert all_containers(cl) == before
 
