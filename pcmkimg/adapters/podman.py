@@ -368,32 +368,48 @@ class Store(StorePort):
     def _pull_once(
         self, source: Reference, tls_verify: bool, report: ProgressCallback, attempt: int
     ) -> str:
+        """One pull over the libpod API; its progress to ``report``; the image ID.
+
+        ``compatMode=False`` asks for libpod's own stream, the same on podman 4 (which has no
+        other) and 5 (whose Docker-compatible stream, podman-py's default, has no image ID and
+        shortens the errors): ``{"stream": "Copying blob ..."}`` lines, then ``{"id": ...}`` or
+        ``{"error": ...}``. What comes back is read by its shape, not by podman's version: a
+        refusal before any stream (an HTTP error status) and Docker-style ``status`` records
+        are understood too.
+        """
         from podman.errors import APIError
 
         text = str(source)
         image_id = None
-        try:
-            with self._talking(text):
+        with self._talking(text):
+            try:
                 # With stream=True podman-py returns an iterator of decoded dicts; its
                 # annotation is the union of every mode.
                 lines: Iterator[Any] = self.client.images.pull(  # type: ignore[assignment]
-                    text, stream=True, decode=True, tls_verify=tls_verify
+                    text, stream=True, decode=True, tls_verify=tls_verify, compatMode=False
                 )
-                for line in lines:
-                    if not isinstance(line, dict):
-                        continue
-                    if line.get("error"):
-                        raise self._pull_error(str(line["error"]), source)
-                    if line.get("stream"):
-                        report(
-                            PullProgress(
-                                self.node, text, "status", str(line["stream"]).strip(), attempt
-                            )
-                        )
-                    if line.get("id"):
-                        image_id = str(line["id"])
-        except APIError as err:  # the service refused the request before streaming
-            raise self._pull_error(str(err.explanation or err), source) from err
+            except APIError as err:  # the service refused the pull before streaming
+                if err.response is None:
+                    raise  # no answer at all: _talking makes it NodeUnreachable
+                raise self._pull_error(_refusal(err), source, _status(err)) from err
+            for line in lines:
+                if not isinstance(line, dict):
+                    continue
+                if line.get("error") or line.get("errorDetail"):
+                    detail = line.get("errorDetail")
+                    message = line.get("error") or (
+                        detail.get("message") if isinstance(detail, dict) else detail
+                    )
+                    raise self._pull_error(str(message), source)
+                said = line.get("stream") or line.get("status")
+                if said:
+                    # libpod: one line of text; Docker-style: a status about a layer "id".
+                    about = f" {line['id']}" if line.get("status") and line.get("id") else ""
+                    report(
+                        PullProgress(self.node, text, "status", f"{said}".strip() + about, attempt)
+                    )
+                elif line.get("id"):
+                    image_id = str(line["id"])
         if not image_id:
             raise PullFailed(
                 "podman reported neither an image nor an error",
@@ -403,8 +419,8 @@ class Store(StorePort):
             )
         return image_id
 
-    def _pull_error(self, message: str, source: Reference) -> ImageError:
-        kind = classify_pull_error(message)
+    def _pull_error(self, message: str, source: Reference, status: int | None = None) -> ImageError:
+        kind = classify_pull_error(message, status)
         return kind(f"pull failed: {message.strip()}", _FIXES[kind], node=self.node, ref=source)
 
     # -- removing ------------------------------------------------------------------------------
@@ -433,6 +449,17 @@ class Store(StorePort):
 def _status(err: Exception) -> int | None:
     response = getattr(err, "response", None)
     return None if response is None else int(response.status_code)
+
+
+def _refusal(err: Exception) -> str:
+    """podman's own message in a refusal: the JSON body's ``message`` (podman-py keeps the
+    whole body as the explanation when the body has no ``cause``), else the explanation."""
+    response = getattr(err, "response", None)
+    with contextlib.suppress(Exception):  # not JSON, or no message: the explanation then
+        message = response.json().get("message")  # type: ignore[union-attr]
+        if message:
+            return str(message)
+    return str(getattr(err, "explanation", None) or err)
 
 
 def connect(

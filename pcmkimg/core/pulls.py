@@ -1,7 +1,10 @@
 """Pull failures told apart: the error kinds of a pull, their fixes, and the retry rule. Pure.
 
-podman reports a failed pull as text (podman 4 and 5 word it differently); the words here
-classify it, so that only a transient failure (registry down, timeout, 5xx) is retried.
+podman reports a failed pull as text, in the pull stream's ``error`` record (podman 4; podman 5
+in the libpod stream), or as the HTTP status and message of a refusal before any stream (podman
+5 in its Docker-compatible mode: 404 "manifest unknown", 500 "connection refused", ...). The words
+here, and the status when the words say nothing, classify it, so that only a transient failure
+(registry down, timeout, 5xx) is retried.
 """
 
 from __future__ import annotations
@@ -109,11 +112,22 @@ _FIXES: Mapping[type[ImageError], str] = MappingProxyType(
 )
 
 
-def classify_pull_error(text: str) -> type[ImageError]:
+def classify_pull_error(text: str, status: int | None = None) -> type[ImageError]:
     """The error type for a pull failure message of podman.
 
-    Only :class:`RegistryUnreachable` is transient (worth a retry).
+    ``status`` is the HTTP status of podman's answer when it refused the pull before streaming
+    (None for an ``error`` record in the stream). The message decides; the status only when the
+    message says nothing known: 404 not found, 401/403 refused credentials. A 500 alone says
+    nothing (podman answers 500 for most failures). Only :class:`RegistryUnreachable` is
+    transient (worth a retry).
     """
+    kind = _classify_text(text)
+    if kind is PullFailed and status is not None:
+        return _STATUS_KINDS.get(status, kind)
+    return kind
+
+
+def _classify_text(text: str) -> type[ImageError]:
     low = text.lower()
     if any(w in low for w in _NAME_WORDS):
         return InvalidName
@@ -127,6 +141,11 @@ def classify_pull_error(text: str) -> type[ImageError]:
     if any(w in low for w in _NOT_FOUND_WORDS):
         return ImageNotFound
     return PullFailed
+
+
+_STATUS_KINDS: Mapping[int, type[ImageError]] = MappingProxyType(
+    {404: ImageNotFound, 401: AuthError, 403: AuthError}
+)
 
 
 def backoff_delays(retries: int, base: float = 1.0, cap: float = 30.0) -> list[float]:

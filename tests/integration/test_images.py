@@ -83,6 +83,12 @@ def test_pull_lands_on_one_node_only_and_reports_progress(sb, stores) -> None:
     assert pulled.resolved.digest and pulled.resolved.created is not None
     assert {e.kind for e in events} == {"status", "done"}
     assert all(e.node == first.node for e in events)
+    # What podman 4.3 and 5.4 both say (libpod's stream): the pull, every blob, then the config.
+    said = [e.text for e in events if e.kind == "status"]
+    assert said[0].startswith("Trying to pull ") and sb.ref("ns1/svc:1.0") in said[0], said
+    assert any(t.startswith("Copying blob sha256:") for t in said), said
+    assert any(t.startswith("Copying config sha256:") for t in said), said
+    assert events[-1].kind == "done"
     for store in others:
         assert isinstance(store.resolve(sb.ref("ns1/svc:1.0")), Unresolved)
         assert store.images() == ()

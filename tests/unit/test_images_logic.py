@@ -52,9 +52,110 @@ PULL_ERRORS = [
 ]
 
 
+# podman 5.4's libpod stream ("manifest unknown" once), and its refusals before any stream in
+# the Docker-compatible mode (podman-py's default): the HTTP status and the body's message.
+PODMAN5_ERRORS = [
+    (
+        "initializing source docker://127.0.0.1:5988/ns/svc:nope: reading manifest nope in "
+        "127.0.0.1:5988/ns/svc: manifest unknown",
+        None,
+        images.ImageNotFound,
+    ),
+    ("manifest unknown: manifest unknown", 404, images.ImageNotFound),
+    ("connection refused", 500, images.RegistryUnreachable),
+    ("http: server gave HTTP response to HTTPS client", 500, images.TLSError),
+    ("x509: certificate signed by unknown authority", 500, images.TLSError),
+    ("something nobody has seen before", 404, images.ImageNotFound),
+    ("something nobody has seen before", 401, images.AuthError),
+    ("something nobody has seen before", 500, images.PullFailed),
+    ("unauthorized: authentication required", 500, images.AuthError),
+]
+
+
 @pytest.mark.parametrize(("message", "kind"), PULL_ERRORS)
 def test_pull_errors_are_classified(message: str, kind: type) -> None:
     assert images.classify_pull_error(message) is kind
+
+
+@pytest.mark.parametrize(("message", "status", "kind"), PODMAN5_ERRORS)
+def test_podman5_pull_errors_are_classified(message: str, status: int | None, kind: type) -> None:
+    assert images.classify_pull_error(message, status) is kind
+
+
+class _Pulls:
+    """``client.images`` of a fake podman client: pull() refuses as podman-py does, or streams."""
+
+    def __init__(self, status: int = 200, body: bytes = b"", stream: list | None = None) -> None:
+        self.status, self.body, self.stream, self.calls = status, body, stream or [], []
+
+    def pull(self, text: str, **kwargs: object) -> object:
+        import requests
+        from podman.api.client import APIResponse
+        from podman.errors import ImageNotFound
+
+        self.calls.append((text, kwargs))
+        response = requests.Response()
+        response.status_code, response._content = self.status, self.body
+        APIResponse(response).raise_for_status(not_found=ImageNotFound)  # as podman-py does
+        return iter(self.stream)
+
+
+class _Client:
+    def __init__(self, pulls: _Pulls) -> None:
+        self.images = pulls
+
+    def close(self) -> None:
+        pass
+
+
+def _store(pulls: _Pulls) -> images.Store:
+    return images.Store("controller-0", "unix:///run/podman/podman.sock", _Client(pulls))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "kind"),
+    [
+        (404, "manifest unknown: manifest unknown", images.ImageNotFound),
+        (500, "connection refused", images.RegistryUnreachable),
+        (500, "http: server gave HTTP response to HTTPS client", images.TLSError),
+    ],
+)
+def test_a_refusal_before_the_stream_is_the_typed_pull_error(
+    status: int, message: str, kind: type
+) -> None:
+    """podman 5 (Docker-compatible mode) refuses with an HTTP status and {"message": ...}."""
+    pulls = _Pulls(status, b'{"message": "%s"}\n' % message.encode())
+    with pytest.raises(kind) as caught:
+        _store(pulls).pull("r.example.com:5000/ns/svc:1.0", retries=1, backoff=0)
+    assert caught.value.detail == f"pull failed: {message}" and caught.value.fix
+    assert "r.example.com:5000/ns/svc:1.0" in caught.value.one_line()
+    # Only the transient one is retried.
+    assert len(pulls.calls) == (2 if kind is images.RegistryUnreachable else 1)
+    # libpod's own stream is asked for, the same on podman 4 and 5.
+    assert all(kw.get("compatMode") is False for _, kw in pulls.calls)
+
+
+def test_stream_records_of_both_shapes_are_progress_and_errors() -> None:
+    libpod = [
+        {"stream": "Trying to pull r/ns/svc:1.0...\n"},
+        {"stream": "Copying blob sha256:39f1\n"},
+        {"images": ["87ff"], "id": "87ff"},
+    ]
+    seen: list[images.PullProgress] = []
+    assert (
+        _store(_Pulls(stream=libpod))._pull_once(images.parse("r/ns/svc:1.0"), True, seen.append, 1)
+        == "87ff"
+    )
+    assert [e.text for e in seen] == ["Trying to pull r/ns/svc:1.0...", "Copying blob sha256:39f1"]
+    # Docker-style records: a status about a layer (its "id" is no image ID), then an error.
+    docker = [
+        {"status": "Pulling fs layer", "progressDetail": {}, "id": "39f17ecea68d"},
+        {"errorDetail": {"message": "manifest unknown"}, "error": "manifest unknown"},
+    ]
+    seen.clear()
+    with pytest.raises(images.ImageNotFound):
+        _store(_Pulls(stream=docker))._pull_once(images.parse("r/ns/svc:1.0"), True, seen.append, 1)
+    assert [e.text for e in seen] == ["Pulling fs layer 39f17ecea68d"]
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:
