@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from tests.sandbox.cluster import SAFE_PARSER, Cluster, wait_idle
+from tests.sandbox.cluster import SAFE_PARSER, Cluster
 
 SERVICE = "guardheal"
 BUNDLE = f"{SERVICE}-bundle"
@@ -112,12 +112,7 @@ def test_monitor_heals_a_vanished_name_and_a_restart_pulls_nothing(guarded) -> N
 
     # Restart that replica only: it must start from the local image, with no pull.
     at_restart = log.stat().st_size
-    cl.run(
-        "controller-0",
-        ["crm_resource", "--restart", "--resource", BUNDLE, "--node", NODE, "--timeout=90s"],
-        timeout=150,
-    )
-    wait_idle(cl)
+    cl.restart_replica(BUNDLE, NODE)
     after = cl.containers(BUNDLE)
     new_lines = log.read_bytes()[at_restart:].decode(errors="replace")
     assert f"{BUNDLE}-podman-" in new_lines  # the log of that restart is the one read here

@@ -71,19 +71,7 @@ def test_bundle_on_floating_name_and_missing_tag_fails_the_start(cluster_sandbox
         # The problem pcmkimg solves: the floating name vanishes on one node,
         # the replica restarts there, and the bundle tries to pull it.
         cl.podman("controller-2", "untag", ref, FLOATING)
-        cl.run(
-            "controller-0",
-            [
-                "crm_resource",
-                "--restart",
-                "-r",
-                "smoke-bundle",
-                "--node",
-                "controller-2",
-                "--timeout=60s",
-            ],
-        )
-        wait_idle(cl)
+        cl.restart_replica("smoke-bundle", "controller-2")
         placed = replicas(cl)
         assert ("controller-2", True) not in placed.values()
         failures = cl.crm_mon().findall("failures/failure[@node='controller-2']")
