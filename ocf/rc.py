@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # no run-time import of enum (see ocf.agent)
-if TYPE_CHECKING:
-    from enum import IntEnum
-else:
-    from ocf._light import IntEnum
+from enum import IntEnum
 
 
 class OCFRC(IntEnum):

@@ -20,6 +20,7 @@ import click
 
 from pcmkimg import __version__
 from pcmkimg.adapters import config, journal, pacemaker, signals
+from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.core import commands as cmd
@@ -134,6 +135,7 @@ def _env(cib_file: str | None = None) -> Env:
     if cib_file is not None:  # the command's own --cib-file (before the runner is made)
         env.cib_file = cib_file
     env.conf  # noqa: B018 - read now: it raises ConfigError
+    leasing.configure(env.conf.lease_period)  # [lease] period, for every command that holds it
     return env
 
 

@@ -44,6 +44,12 @@ optional::
     identity_file = /etc/pcmkimg/id_ed25519
     connect_timeout = 10
 
+    # The update lease (the cluster property pcmkimg-lease): its holder renews it every
+    # third of the period; a holder that died stops blocking the others after one period.
+    # period: seconds, 0.1 to 3600 (short periods are for tests); default 30.
+    [lease]
+    period = 30
+
 Comments stand on lines of their own: a ``#`` after a value is part of the value. A malformed
 file raises :class:`ConfigError`, naming the file, the section and key, and the fix.
 """
@@ -58,6 +64,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from pcmkimg import PODMAN_SOCKET
+from pcmkimg.core.lease import DEFAULT_PERIOD, MAX_PERIOD, MIN_PERIOD, check_period
 from pcmkimg.core.naming import InvalidScheme, Scheme
 from pcmkimg.core.reference import InvalidReference, validate_domain
 from pcmkimg.errors import BadInput
@@ -73,7 +80,7 @@ LOCAL_URL = PODMAN_SOCKET
 
 DEFAULT_CONNECT_TIMEOUT = 10
 
-_SECTIONS = ("nodes", "scheme", "registries", "ssh")
+_SECTIONS = ("nodes", "scheme", "registries", "ssh", "lease")
 _SCHEME_KEYS = ("prefix", "tag", "rollback_tag")
 _SSH_KEYS = ("known_hosts", "identity_file", "connect_timeout")
 _BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -115,6 +122,9 @@ class Config:
     scheme: Scheme = field(default_factory=Scheme)
     registries: Mapping[str, RegistrySettings] = field(default_factory=_frozen)
     ssh: SshSettings = field(default_factory=SshSettings)
+    lease_period: float = DEFAULT_PERIOD
+    """[lease] period: seconds; the holder renews every third of it, a dead holder stops
+    blocking after it."""
     path: Path | None = None
     """The file this was read from, or None when no file was read."""
 
@@ -197,6 +207,7 @@ def parse(text: str, path: Path | None = None) -> Config:
         scheme=_scheme(section["scheme"], where),
         registries=_frozen(_registries(section["registries"], where)),
         ssh=_ssh(section["ssh"], where),
+        lease_period=_lease_period(section["lease"], where),
         path=path,
     )
 
@@ -271,6 +282,18 @@ def _registries(items: dict[str, str], where: str) -> dict[str, RegistrySettings
             tls_verify = _boolean(value, f"[registries] {registry} tls_verify", where)
         found[registry.lower()] = RegistrySettings(tls_verify=tls_verify)
     return found
+
+
+def _lease_period(items: dict[str, str], where: str) -> float:
+    _unknown_keys(items, ("period",), "lease", where)
+    text = items.get("period", f"{DEFAULT_PERIOD:g}")
+    try:
+        return check_period(float(text))
+    except ValueError:
+        raise ConfigError(
+            f"{where}: [lease] period = {text!r} is not {MIN_PERIOD:g} to {MAX_PERIOD:g} seconds",
+            fix="write a number of seconds, e.g. period = 30",
+        ) from None
 
 
 def _ssh(items: dict[str, str], where: str) -> SshSettings:

@@ -1,19 +1,22 @@
-"""The update lease in the live CIB: take it, renew it, release it (see :mod:`pcmkimg.core.lease`
-for what it is and when it is stale).
+"""The update lease in the live CIB: take it, keep it, release it (see :mod:`pcmkimg.core.lease`
+for what it is and when it lapses).
 
 Each change is the pacemaker adapter's compare-and-swap (:func:`update_cib`) applied to the pure
-claim of the core.
+claim of the core. :func:`held` is what the commands use: it takes the lease inside its cleanup
+scope, renews it from a background thread (:class:`Keeper`) for as long as the block runs, and
+releases it on every exit path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 
 from pcmkimg.adapters.pacemaker import Runner, update_cib
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
@@ -21,15 +24,34 @@ from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.lease import (
     _FIX_DELETE,
-    DEFAULT_TTL,
+    DEFAULT_PERIOD,
     PROPERTY,
     Lease,
+    LeaseHeldError,
     LeaseLostError,
     LeaseNotReleasedError,
+    Observation,
+    check_period,
     claim,
+    observe,
     read,
 )
 from pcmkimg.errors import PcmkimgError
+
+log = logging.getLogger(__name__)
+
+POLL = 1.0  # seconds between two looks at a lease held by another process
+_period = DEFAULT_PERIOD
+
+
+def configure(period: float) -> None:
+    """The period of the leases this process takes from now on (``[lease] period``)."""
+    global _period
+    _period = check_period(period)
+
+
+def configured_period() -> float:
+    return _period
 
 
 def pid_alive(pid: int) -> bool:
@@ -42,34 +64,82 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def acquire(
-    runner: Runner,
-    ttl: float = DEFAULT_TTL,
+def new_lease(
+    period: float = DEFAULT_PERIOD,
     *,
     host: str | None = None,
     pid: int | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Lease:
-    """Take the lease (or take over a stale one). :class:`LeaseHeldError` when it is held."""
-    mine = Lease(
+    """Our lease, not taken yet: a fresh token (``clock`` only stamps ``renewed``)."""
+    return Lease(
         host=host or socket.gethostname(),
         pid=os.getpid() if pid is None else pid,
         token=secrets.token_hex(8),
-        expires=float(int(clock() + ttl)),
+        period=check_period(period),
+        renewed=float(int(clock())),
     )
-    update_cib(runner, lambda config: claim(config, mine, clock(), pid_alive))
-    return mine
+
+
+def acquire(
+    runner: Runner,
+    period: float = DEFAULT_PERIOD,
+    *,
+    mine: Lease | None = None,
+    watch: bool = False,
+    say: Callable[[str], None] | None = None,
+    host: str | None = None,
+    pid: int | None = None,
+    clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] | None = None,
+) -> Lease:
+    """Take the lease, or take over one that lapsed. :class:`LeaseHeldError` when it is held.
+
+    A lease of another process lapses once this process has seen it unchanged for longer than
+    its period (by ``monotonic``, our own clock). With ``watch`` we keep looking (every
+    :data:`POLL` seconds) until it lapses (taken over) or changes (its holder is alive: refused
+    at once); without, a lease held by another live-looking process is refused on first sight.
+    ``clock`` only stamps the value for people (the holder's wall clock, never compared).
+    """
+    if mine is None:
+        mine = new_lease(period, host=host, pid=pid, clock=clock)
+    seen: Observation | None = None
+
+    def edit(config: cib.Element) -> cib.CibChange:
+        nonlocal seen
+        current = read(config)
+        now = monotonic()
+        if current is not None and not current.same_holder(mine):
+            seen = observe(seen, current, now)
+        return claim(config, mine, now, pid_alive, seen)
+
+    announced = False
+    while True:
+        try:
+            update_cib(runner, edit)
+            return mine
+        except LeaseHeldError as exc:
+            if not watch or (exc.seen is not None and exc.seen.changes):
+                raise
+            if say is not None and not announced:
+                announced = True
+                say(
+                    f"the update lease is held by pid {exc.holder.pid} on {exc.holder.host}: "
+                    f"watching it for up to {exc.holder.period:g}s (a holder that died stops "
+                    "blocking once its lease stays unrenewed that long)"
+                )
+            (sleep or time.sleep)(min(POLL, exc.holder.period / 4))
 
 
 def renew(
     runner: Runner,
     lease: Lease,
-    ttl: float = DEFAULT_TTL,
     *,
     clock: Callable[[], float] = time.time,
 ) -> Lease:
-    """Push our lease's expiry to ``now + ttl``; :class:`LeaseLostError` if it is not ours."""
-    renewed = replace(lease, expires=float(int(clock() + ttl)))
+    """Renew our lease (its counter moves on); :class:`LeaseLostError` if it is not ours."""
+    renewed = lease.next_renewal(clock())
 
     def edit(config: cib.Element) -> cib.CibChange:
         found = read(config)
@@ -87,7 +157,7 @@ def renew(
 
 
 def release(runner: Runner, lease: Lease) -> bool:
-    """Delete the lease if it is still ours. False when it was not (nothing deleted)."""
+    """Delete the lease if it carries our token. False when it did not (nothing deleted)."""
     released = True
 
     def edit(config: cib.Element) -> cib.CibChange:
@@ -103,28 +173,165 @@ def release(runner: Runner, lease: Lease) -> bool:
     return released
 
 
+class Keeper:
+    """Renews a lease from a daemon thread every ``lease.renew_every`` seconds until stopped.
+
+    The thread only writes the lease; the main thread asks :meth:`check` at safe points (no
+    CIB access: a restart is never delayed by it). A renewal that fails for a reason other than
+    the lease being gone is retried sooner; once no renewal landed for a whole period, or the
+    lease turned out to be someone else's, :meth:`check` raises :class:`LeaseLostError`.
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        lease: Lease,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.runner = runner
+        self.current = lease
+        self.clock = clock
+        self.monotonic = monotonic
+        self.last_renewed = monotonic()
+        self.lost: LeaseLostError | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="pcmkimg-lease", daemon=True)
+
+    def start(self) -> Keeper:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        pause = self.current.renew_every
+        while not self._stop.wait(pause):
+            try:
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    # From before the write: a reader may see the new value from the moment
+                    # it lands, and takes over a period after that at the earliest.
+                    started = self.monotonic()
+                    self.current = renew(self.runner, self.current, clock=self.clock)
+                    self.last_renewed = started
+                pause = self.current.renew_every
+            except LeaseLostError as exc:
+                self.lost = exc
+                log.error("%s", exc.one_line())
+                return
+            except PcmkimgError as exc:
+                log.warning("could not renew the update lease (retrying): %s", exc.one_line())
+                pause = self.current.renew_every / 3
+            except Exception:  # a bug must not end the renewals silently while we hold it
+                log.exception("renewing the update lease")
+                pause = self.current.renew_every / 3
+
+    def check(self) -> None:
+        """:class:`LeaseLostError` when the lease is no longer safely ours."""
+        if self.lost is not None:
+            raise self.lost
+        quiet = self.monotonic() - self.last_renewed
+        if quiet > self.current.period:
+            raise LeaseLostError(
+                f"the update lease could not be renewed for {quiet:.0f}s (its period is "
+                f"{self.current.period:g}s): another pcmkimg may have taken it over",
+                f"check with {cmd.quoted(cmd.status())} that the cluster can be reached, "
+                "then re-run",
+            )
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """No renewal after this returns (one in flight finishes first)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            acquired = self._lock.acquire(timeout=timeout)
+            if acquired:
+                self._lock.release()
+
+
+class Holding:
+    """What :func:`held` gives the block: the lease as renewed so far, and :meth:`check`."""
+
+    def __init__(self, keeper: Keeper) -> None:
+        self._keeper = keeper
+
+    @property
+    def lease(self) -> Lease:
+        return self._keeper.current
+
+    @property
+    def host(self) -> str:
+        return self.lease.host
+
+    @property
+    def pid(self) -> int:
+        return self.lease.pid
+
+    @property
+    def token(self) -> str:
+        return self.lease.token
+
+    @property
+    def period(self) -> float:
+        return self.lease.period
+
+    def check(self) -> None:
+        self._keeper.check()
+
+
 @contextlib.contextmanager
-def held(runner: Runner, ttl: float = DEFAULT_TTL) -> Iterator[Lease]:
-    """Hold the lease for a block; released on every exit path (SIGINT and SIGTERM too)."""
+def held(
+    runner: Runner,
+    period: float | None = None,
+    *,
+    say: Callable[[str], None] | None = None,
+    watch: bool = True,
+    clock: Callable[[], float] = time.time,
+) -> Iterator[Holding]:
+    """Hold the lease for a block, renewed in the background; released on every exit path
+    (SIGINT, SIGTERM, SIGHUP and SIGQUIT too). ``period``: the configured one unless given.
+
+    A lease held by another process is watched for up to one period (``watch``): taken over if
+    it stays unchanged that long, refused at once when it changes. The lease is taken inside
+    the cleanup scope: an interruption during or right after its CIB write removes it again
+    (if it carries our token).
+    """
     with sigterm_raises():
-        lease = acquire(runner, ttl)
+        mine = new_lease(_period if period is None else period, clock=clock)
+        keeper: Keeper | None = None
+        maybe_written = False
         first: BaseException | None = None
         try:
-            yield lease
+            try:
+                maybe_written = True
+                acquire(runner, mine=mine, watch=watch, say=say, clock=clock)
+            except LeaseHeldError:
+                maybe_written = False  # refused before any write of ours
+                raise
+            keeper = Keeper(runner, mine, clock=clock).start()
+            yield Holding(keeper)
         except BaseException as exc:
             first = exc
             raise
         finally:
             with signals_held():
-                try:
-                    release(runner, lease)
-                except PcmkimgError as exc:
-                    before = ""
-                    if first is not None:
-                        said = first.one_line() if isinstance(first, PcmkimgError) else first
-                        before = f" (after: {said or type(first).__name__})"
-                    # Never let an interruption or another error hide a lease left behind.
-                    raise LeaseNotReleasedError(
-                        f"the update lease could not be released: {exc.message}{before}",
-                        f"{_FIX_DELETE} once no pcmkimg runs",
-                    ) from exc
+                if keeper is not None:
+                    keeper.stop()
+                if maybe_written:
+                    _release_or_raise(runner, mine, first)
+
+
+def _release_or_raise(runner: Runner, mine: Lease, first: BaseException | None) -> None:
+    try:
+        release(runner, mine)
+    except PcmkimgError as exc:
+        before = ""
+        if first is not None:
+            said = first.one_line() if isinstance(first, PcmkimgError) else first
+            before = f" (after: {said or type(first).__name__})"
+        # Never let an interruption or another error hide a lease left behind.
+        raise LeaseNotReleasedError(
+            f"the update lease could not be released: {exc.message}{before}",
+            f"{_FIX_DELETE} once no pcmkimg runs",
+        ) from exc

@@ -1,25 +1,34 @@
 """The update lease: one pcmkimg update at a time in the whole cluster.
 
 The lease is the cluster property ``pcmkimg-lease`` (a ``crm_config`` nvpair, so every node and
-every operator sees it), e.g. ``host=ctl0;pid=4242;token=9f..;expires=2026-05-01T10:00:00Z``.
+every operator sees it), e.g.
+``host=ctl0;pid=4242;token=9f..;period=30;renewals=17;renewed=2026-05-01T10:00:00Z``.
+
+It works like a Kubernetes Lease. Its holder renews it from a background thread every third of
+its ``period`` for as long as it lives; each renewal bumps ``renewals``, so the value changes.
+A reader never compares clocks across nodes: it judges a lease by how long it has *itself*
+seen the same value, on its own monotonic clock (an :class:`Observation`). A value that stayed
+the same for longer than the lease's period belongs to a holder that stopped renewing (killed,
+or its node died): it may be taken over. ``renewed`` is the holder's wall clock, shown to
+people and never used for a decision. A holder that died on the reader's own host is seen at
+once (its pid is gone).
 
 Taking it is a compare-and-swap: read the CIB, decide, and write with ``cibadmin --patch``,
 whose source version is the version we read. Pacemaker applies a patch only to a CIB of exactly
 that version, so of two processes that read the same CIB only the first write lands; the other
 gets :class:`~pcmkimg.adapters.pacemaker.CibChangedError`, reads again, and now sees the
-winner's lease.
+winner's lease. The same holds for a takeover: the value the reader watched is still the value
+it replaces, or its write does not land.
 
-A lease is stale, and may be taken over, once it expired (by the reader's clock: keep the
-nodes' clocks in sync) or when its holder ran on this host and its pid is gone. A holder that
-works longer than the TTL renews it. Pure: the value, the claim and its staleness; taking,
-renewing and releasing it in the live CIB is :mod:`pcmkimg.adapters.lease`.
+Pure: the value, the observation, the claim and its staleness; taking, renewing and releasing
+it in the live CIB is :mod:`pcmkimg.adapters.lease`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from pcmkimg.core import cib
@@ -29,7 +38,10 @@ from pcmkimg.errors import LeaseHeld, LeftBehind
 PROPERTY = "pcmkimg-lease"
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL = 900.0  # seconds
+DEFAULT_PERIOD = 30.0  # seconds
+MIN_PERIOD = 0.1  # short periods are for tests
+MAX_PERIOD = 3600.0
+RENEWALS_PER_PERIOD = 3  # the holder renews every period / 3: two renewals may fail in a row
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _FIX_DELETE = cmd.quoted(cmd.delete_property(PROPERTY))
 
@@ -45,23 +57,39 @@ class LeaseNotReleasedError(LeftBehind):
 class LeaseHeldError(LeaseError):
     """Another live process holds the lease."""
 
-    def __init__(self, holder: Lease, now: float) -> None:
+    def __init__(self, holder: Lease, seen: Observation | None = None, now: float = 0.0) -> None:
         self.holder = holder
-        left = max(0, int(holder.expires - now))
+        self.seen = seen
+        period = f"{holder.period:g}s"
+        if seen is not None and seen.changes:
+            state = (
+                f"it was renewed while we watched, so its holder is alive; it lapses {period} "
+                "after its holder stops renewing it"
+            )
+        elif seen is not None:
+            left = max(0.0, holder.period - (now - seen.since))
+            state = (
+                f"seen unchanged for {now - seen.since:.0f}s; it lapses in {left:.0f}s unless "
+                f"its holder renews it (it lapses {period} after the last renewal)"
+            )
+        else:
+            state = f"it lapses {period} after its holder stops renewing it"
         super().__init__(
-            f"another pcmkimg update holds the lease: pid {holder.pid} on host {holder.host}, "
-            f"until {holder.expires_text} ({left}s from now)",
-            f"wait for it to finish; if that process is gone on another host, remove the lease "
-            f"with {_FIX_DELETE}",
+            f"another pcmkimg holds the update lease: pid {holder.pid} on host {holder.host} "
+            f"(renewal {holder.renewals}, last renewed {holder.renewed_text} by that host's "
+            f"clock); {state}",
+            f"wait for it to finish and run the command again; a holder that died stops "
+            f"blocking {period} after its last renewal. Only if you know no pcmkimg runs: "
+            f"{_FIX_DELETE}",
         )
 
 
 class LeaseUnreadableError(LeaseError):
-    """The lease property holds something we cannot read (made by hand, or a newer pcmkimg)."""
+    """The lease property holds something we cannot read (made by hand, or another pcmkimg)."""
 
 
 class LeaseLostError(LeaseError):
-    """Our lease is gone or belongs to someone else now (it expired and was taken over)."""
+    """Our lease is gone or belongs to someone else now (it lapsed and was taken over)."""
 
 
 @dataclass(frozen=True)
@@ -69,32 +97,78 @@ class Lease:
     host: str
     pid: int
     token: str
-    expires: float  # Unix time, whole seconds
+    period: float = DEFAULT_PERIOD  # seconds; a reader may take it over after this long unchanged
+    renewals: int = 0  # bumped by every renewal: a changed value is a live holder
+    renewed: float = 0.0  # Unix time of the last renewal by the HOLDER's clock: shown, never judged
 
     @property
-    def expires_text(self) -> str:
-        return datetime.fromtimestamp(self.expires, timezone.utc).strftime(_TIME_FORMAT)
+    def renewed_text(self) -> str:
+        return datetime.fromtimestamp(self.renewed, timezone.utc).strftime(_TIME_FORMAT)
+
+    @property
+    def renew_every(self) -> float:
+        return self.period / RENEWALS_PER_PERIOD
 
     def encode(self) -> str:
-        return f"host={self.host};pid={self.pid};token={self.token};expires={self.expires_text}"
+        return (
+            f"host={self.host};pid={self.pid};token={self.token};period={self.period:g};"
+            f"renewals={self.renewals};renewed={self.renewed_text}"
+        )
 
     def same_holder(self, other: Lease) -> bool:
         return (self.host, self.pid, self.token) == (other.host, other.pid, other.token)
+
+    def next_renewal(self, wall: float) -> Lease:
+        """This lease renewed at ``wall`` (the holder's clock): the counter moves on."""
+        return replace(self, renewals=self.renewals + 1, renewed=float(int(wall)))
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a reader saw of a lease: the value, since when (the READER's monotonic clock), and
+    how often it saw it change."""
+
+    value: str
+    since: float
+    changes: int = 0
+
+
+def observe(previous: Observation | None, current: Lease, now: float) -> Observation:
+    """The observation after reading ``current`` at ``now`` (the reader's monotonic clock)."""
+    value = current.encode()
+    if previous is None:
+        return Observation(value, now)
+    if previous.value == value:
+        return previous
+    return Observation(value, now, previous.changes + 1)
 
 
 def decode(text: str) -> Lease:
     """Parse a lease value; :class:`LeaseUnreadableError` when it is not one of ours."""
     try:
         fields = dict(part.split("=", 1) for part in text.split(";"))
-        stamp = datetime.strptime(fields["expires"], _TIME_FORMAT).replace(tzinfo=timezone.utc)
-        lease = Lease(fields["host"], int(fields["pid"]), fields["token"], stamp.timestamp())
+        stamp = datetime.strptime(fields["renewed"], _TIME_FORMAT).replace(tzinfo=timezone.utc)
+        lease = Lease(
+            fields["host"],
+            int(fields["pid"]),
+            fields["token"],
+            float(fields["period"]),
+            int(fields["renewals"]),
+            stamp.timestamp(),
+        )
     except (KeyError, ValueError):
         raise LeaseUnreadableError(
-            f"the cluster property {PROPERTY} holds {text!r}, which is not a pcmkimg lease",
+            f"the cluster property {PROPERTY} holds {text!r}, which is not a pcmkimg lease "
+            "(or one of an older pcmkimg)",
             f"if no pcmkimg update runs, remove it with {_FIX_DELETE}",
         ) from None
-    if not lease.host or not lease.token or lease.pid <= 0:
+    if not lease.host or not lease.token or lease.pid <= 0 or lease.renewals < 0:
         raise LeaseUnreadableError(f"the lease {text!r} misses its holder", _FIX_DELETE)
+    if not MIN_PERIOD <= lease.period <= MAX_PERIOD:
+        raise LeaseUnreadableError(
+            f"the lease {text!r} has a period outside {MIN_PERIOD:g} to {MAX_PERIOD:g} seconds",
+            _FIX_DELETE,
+        )
     return lease
 
 
@@ -104,9 +178,18 @@ def read(config: cib.Element) -> Lease | None:
     return decode(text) if text else None
 
 
-def is_stale(lease: Lease, now: float, host: str, alive: Callable[[int], bool]) -> bool:
-    """Expired, or held by a process of this host that is gone."""
-    return lease.expires <= now or (lease.host == host and not alive(lease.pid))
+def is_stale(
+    lease: Lease,
+    seen: Observation | None,
+    now: float,
+    host: str,
+    alive: Callable[[int], bool],
+) -> bool:
+    """Seen unchanged by us for longer than its period (``now`` and ``seen`` on our own
+    monotonic clock), or held by a process of this host that is gone."""
+    if lease.host == host and not alive(lease.pid):
+        return True
+    return seen is not None and seen.value == lease.encode() and now - seen.since > lease.period
 
 
 def claim(
@@ -114,19 +197,22 @@ def claim(
     mine: Lease,
     now: float,
     alive: Callable[[int], bool],
+    seen: Observation | None = None,
 ) -> cib.CibChange:
     """The change that writes ``mine``; :class:`LeaseHeldError` if a live lease is there.
 
-    Our own lease (same holder and token) is renewed.
+    Our own lease (same holder and token) is renewed. ``seen`` is what this reader has
+    observed of the lease so far (see :func:`observe`).
     """
     current = read(config)
     if current is not None and not current.same_holder(mine):
-        if not is_stale(current, now, mine.host, alive):
-            raise LeaseHeldError(current, now)
+        if not is_stale(current, seen, now, mine.host, alive):
+            raise LeaseHeldError(current, seen, now)
+        log.warning("taking over the lapsed lease of pid %s on %s", current.pid, current.host)
     return cib.set_cluster_property(config, PROPERTY, mine.encode())
 
 
-def ttl_for(timeout: float) -> float:
-    """A TTL long enough for one restart (crm_resource --restart, then --wait) and its
-    rollback, when the lease is renewed before each of them."""
-    return max(DEFAULT_TTL, 4 * timeout + 120)
+def check_period(period: float) -> float:
+    if not MIN_PERIOD <= period <= MAX_PERIOD:
+        raise ValueError(f"a lease period of {period!r}s is outside {MIN_PERIOD:g}..{MAX_PERIOD:g}")
+    return float(period)

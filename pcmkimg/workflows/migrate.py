@@ -17,7 +17,7 @@ from typing import Any
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker, signals
 from pcmkimg.adapters import podman as images
-from pcmkimg.core import cib, lease, naming
+from pcmkimg.core import cib, naming
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.images import NodesUnreachable
 from pcmkimg.core.plan import Cluster, PreflightFailed, Say, node_facts
@@ -151,7 +151,7 @@ def run_migration(
     runner: pacemaker.Runner, stores: images.Stores, m: Migration, say: Say, timeout: float = 300
 ) -> dict[str, Any]:
     ids = check_nodes(m, stores)
-    with leasing.held(runner, lease.ttl_for(timeout)):
+    with leasing.held(runner, say=say):
         before = _containers(stores, m.nodes, f"{m.bundle}-")
         for node in m.nodes:
             stores.get(node).retag(m.floating, m.current)

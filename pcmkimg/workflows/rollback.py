@@ -12,7 +12,7 @@ from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import commands as cmd
-from pcmkimg.core import lease, naming, plan
+from pcmkimg.core import naming, plan
 from pcmkimg.workflows.update import NodeResult, UpdateFailed, Updater
 
 
@@ -31,8 +31,7 @@ def rollback(
     bundle = plan.find_bundle(cluster, service, scheme)
     plan.choose_nodes(bundle, plan.node_facts(cluster, bundle.id), [node])
     back = naming.rollback_name(bundle.service, scheme)
-    ttl = lease.ttl_for(timeout)
-    with leasing.held(runner, ttl) as held:
+    with leasing.held(runner, say=say) as held:  # renewed in the background until released
         target = stores.get(node).resolve(back)
         if not isinstance(target, images.Resolved):
             raise plan.PreflightFailed(
@@ -40,10 +39,7 @@ def rollback(
                 f"use {cmd.shown(cmd.update(node, bundle.service))}",
             )
 
-        def renew() -> None:
-            leasing.renew(runner, held, ttl)
-
-        updater = Updater(runner, stores, jrnl, say, timeout, renew)
+        updater = Updater(runner, stores, jrnl, say, timeout, holding=held)
         updater.baseline = plan.health(cluster.status, bundle.id)
         res = NodeResult(node)
         updater.record("rollback", service=bundle.service, node=node, to=target.id)

@@ -388,7 +388,8 @@ def problems(g: Gathered) -> list[Problem]:
             Problem(
                 "lease-held",
                 f"the update lease is held by pid {held.pid} on "
-                f"{held.host} until {held.expires_text}",
+                f"{held.host} (renewal {held.renewals} at {held.renewed_text} by its clock; "
+                f"it lapses {held.period:g}s after the last renewal)",
             )
         )
     unique: dict[tuple[str, str], Problem] = {}

@@ -54,13 +54,23 @@ class Updater:
     journal: Journal
     say: plan.Say = _quiet
     timeout: float = 300
-    keepalive: Callable[[], None] = field(default=lambda: None, repr=False)
+    lease_period: float | None = None
+    """The lease's period (None: the configured one); renewed in the background every third
+    of it, never by a step."""
     progress: images.ProgressCallback | None = None
     """Shows the pulls (pcmkimg.progress.PullDisplay); None: cached/retry/done lines via say."""
     baseline: plan.Health | None = None
     """The bundle's health when the update started: each node's turn is checked against it."""
     updated: set[str] = field(default_factory=set)
     """Nodes whose floating name this run moved to the target."""
+    holding: leasing.Holding | None = field(default=None, repr=False)
+    """The lease this run holds (None: none, e.g. a rollback holds its own)."""
+
+    def check_lease(self) -> None:
+        """:class:`~pcmkimg.core.lease.LeaseLostError` when our lease was lost (no CIB access:
+        the background renewals say it)."""
+        if self.holding is not None:
+            self.holding.check()
 
     def record(self, event: str, **fields: object) -> None:
         """Journal a step. A journal that can't be written (a full disk) must not stop an
@@ -264,7 +274,6 @@ class Updater:
             self.say(f"{node}: --no-restart: the replica keeps running the old image")
             return res
         assert replica is not None
-        self.keepalive()
         self.say(f"{node}: restarting {container} (waiting up to {self.timeout:.0f}s)")
         self.record("restart", service=bundle.service, node=node, container=container)
         res.restarted = True
@@ -456,7 +465,6 @@ class Updater:
             )
         self.say(f"{node}: rolling back to {res.before[:12]}")
         try:
-            self.keepalive()
             store.restore(undo)
             replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
             if replica is None or not replica.active or replica.failed:
@@ -470,7 +478,6 @@ class Updater:
                 )
             _, running = self.container_image(node, replica.container_id)
             if running != res.before:
-                self.keepalive()
                 pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
                 _, running = self.container_image(node, replica.container_id)
             if running != res.before:
@@ -509,14 +516,19 @@ class Updater:
             target=str(ref),
             nodes=list(the_plan.targets),
         )
-        ttl = lease.ttl_for(self.timeout)  # renewed before every node and every restart
         pulled: dict[str, str] = {}
         with contextlib.ExitStack() as lease_scope:
             for step in the_plan.steps:
                 if step.kind == "lease":
-                    held = lease_scope.enter_context(leasing.held(self.runner, ttl))
-                    self.say(f"lease taken ({held.host}, pid {held.pid})")
-                    self.keepalive = self._renewer(held, ttl)
+                    # Renewed from a background thread until released: through the pulls, the
+                    # restarts and the rollbacks, with no CIB write of ours before any of them.
+                    self.holding = lease_scope.enter_context(
+                        leasing.held(self.runner, self.lease_period, say=self.say)
+                    )
+                    self.say(
+                        f"lease taken ({self.holding.host}, pid {self.holding.pid}, "
+                        f"period {self.holding.period:g}s)"
+                    )
                 elif step.kind == "preflight":
                     for left in pacemaker.remove_own_bans(self.runner, bundle.id):
                         self.say(f"removed {left}, left behind by an earlier restart")
@@ -533,23 +545,14 @@ class Updater:
                     pulled = self.pull_all(step.nodes, ref, the_plan.digest)
                 elif step.kind == "update":
                     (node,) = step.nodes
-                    self.keepalive()
+                    self.check_lease()
                     res = NodeResult(node)
                     report.nodes.append(res)
                     self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
                 elif step.kind == "release":
                     lease_scope.close()
+                    self.holding = None
                 else:  # pragma: no cover - StepKind is closed
                     raise AssertionError(f"unknown step {step.kind!r}")
         self.record("done", service=bundle.service, summary=report.summary())
         return report
-
-    def _renewer(self, held: lease.Lease, ttl: float) -> Callable[[], None]:
-        """Renew ``held`` (and each lease the renewal gives) for ``ttl`` when called."""
-        current = held
-
-        def renew() -> None:
-            nonlocal current
-            current = leasing.renew(self.runner, current, ttl)
-
-        return renew

@@ -626,10 +626,17 @@ def start(state: State, registry_port: int, timeout: float = 60) -> Cluster:
     return cluster
 
 
+LEASE_PERIOD = 10.0
+"""The sandbox's ``[lease] period`` (seconds): renewed every 3.3 s, lapses 10 s after a holder
+died."""
+
+
 def write_conf(cluster: Cluster) -> None:
     lines = ["[nodes]"]
     lines += [f"{n.name} = {n.url}" for n in cluster.nodes]
     lines += ["[registries]", f"127.0.0.1:{cluster.registry_port} = tls_verify=false"]
+    # A short lease: a test that kills a holder waits this long before the next run takes it.
+    lines += ["[lease]", f"period = {LEASE_PERIOD:g}"]
     cluster.conf.write_text("\n".join(lines) + "\n")
 
 

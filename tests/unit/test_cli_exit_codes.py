@@ -54,7 +54,7 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (pacemaker.OfflineError("x"), cli.PROBLEMS),
     (journal.UnsafeStateDir("x"), cli.PROBLEMS),
     # 4: the lease
-    (lease.LeaseHeldError(lease.Lease("h", 1, "t", 0.0), 0.0), cli.LEASE_HELD),
+    (lease.LeaseHeldError(lease.Lease("h", 1, "t")), cli.LEASE_HELD),
     (lease.LeaseLostError("x"), cli.LEASE_HELD),
     (lease.LeaseUnreadableError("x"), cli.LEASE_HELD),
     # 2: the image under the tag has another digest than the one asked for

@@ -1,4 +1,4 @@
-"""Rules of the update lease (pure: a CIB fixture, a clock and a pid check)."""
+"""Rules of the update lease (pure: a CIB fixture, the reader's own clock and a pid check)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pcmkimg.core import cib, lease
 from tests import fixtures
 
 BASE = fixtures.cib("base.xml")
-NOW = 1_800_000_000.0
+NOW = 1_800_000_000.0  # the holder's wall clock, shown only
+MONO = 500.0  # the reader's monotonic clock
 
 
 def with_lease(value: str) -> cib.Element:
@@ -17,14 +18,16 @@ def with_lease(value: str) -> cib.Element:
 
 
 def make(
-    host: str = "h1", pid: int = 100, token: str = "t1", expires: float = NOW + 60
+    host: str = "h1", pid: int = 100, token: str = "t1", period: float = 30, renewals: int = 0
 ) -> lease.Lease:
-    return lease.Lease(host, pid, token, expires)
+    return lease.Lease(host, pid, token, period, renewals, NOW)
 
 
 def test_round_trip() -> None:
-    held = make()
-    assert held.encode() == "host=h1;pid=100;token=t1;expires=2027-01-15T08:01:00Z"
+    held = make(renewals=3)
+    assert held.encode() == (
+        "host=h1;pid=100;token=t1;period=30;renewals=3;renewed=2027-01-15T08:00:00Z"
+    )
     assert lease.decode(held.encode()) == held
     assert lease.read(with_lease(held.encode())) == held
     assert lease.read(BASE) is None
@@ -34,8 +37,11 @@ def test_round_trip() -> None:
     "text",
     [
         "garbage",
-        "host=h;pid=x;token=t;expires=2027-01-15T08:01:00Z",
-        "host=;pid=1;token=t;expires=2027-01-15T08:01:00Z",
+        "host=h;pid=x;token=t;period=30;renewals=0;renewed=2027-01-15T08:01:00Z",
+        "host=;pid=1;token=t;period=30;renewals=0;renewed=2027-01-15T08:01:00Z",
+        "host=h;pid=1;token=t;period=30;renewals=-1;renewed=2027-01-15T08:01:00Z",
+        "host=h;pid=1;token=t;period=99999;renewals=0;renewed=2027-01-15T08:01:00Z",
+        "host=h;pid=1;token=t;expires=2027-01-15T08:01:00Z",  # an older pcmkimg's lease
         "{json}",
     ],
 )
@@ -46,42 +52,58 @@ def test_unreadable(text: str) -> None:
 
 def test_free_cib_is_claimed() -> None:
     mine = make()
-    change = lease.claim(BASE, mine, NOW, alive=lambda _pid: True)
+    change = lease.claim(BASE, mine, MONO, alive=lambda _pid: True)
     assert lease.read(change.new_cib) == mine
     assert change.base_version == cib.cib_version(BASE)
 
 
-def test_live_lease_of_another_holder_is_refused_with_its_identity() -> None:
+def test_a_lease_first_seen_is_held_with_its_identity() -> None:
     other = make(host="h2", pid=7, token="t2")
+    seen = lease.observe(None, other, MONO)
     with pytest.raises(lease.LeaseHeldError) as info:
-        lease.claim(with_lease(other.encode()), make(), NOW, alive=lambda _pid: False)
+        lease.claim(with_lease(other.encode()), make(), MONO, lambda _pid: False, seen)
     text = info.value.one_line()
-    assert "pid 7 on host h2" in text and "2027-01-15T08:01:00Z" in text and "60s" in text
-    assert "--delete" in text and info.value.holder == other
+    assert "pid 7 on host h2" in text and "2027-01-15T08:00:00Z" in text
+    assert "lapses in 30s" in text and "--delete" in text and info.value.holder == other
 
 
-def test_expired_lease_is_taken_over() -> None:
-    other = make(host="h2", token="t2", expires=NOW - 1)
-    change = lease.claim(with_lease(other.encode()), make(), NOW, alive=lambda _pid: True)
+def test_seen_unchanged_for_longer_than_its_period_it_is_taken_over() -> None:
+    other = make(host="h2", token="t2")
+    seen = lease.observe(None, other, MONO)
+    config = with_lease(other.encode())
+    with pytest.raises(lease.LeaseHeldError):
+        lease.claim(config, make(), MONO + 30, lambda _pid: True, seen)
+    change = lease.claim(config, make(), MONO + 30.1, lambda _pid: True, seen)
     assert lease.read(change.new_cib) == make()
+
+
+def test_a_renewal_restarts_the_observation_and_counts_as_a_change() -> None:
+    other = make(host="h2", token="t2")
+    seen = lease.observe(None, other, MONO)
+    assert lease.observe(seen, other, MONO + 10) is seen
+    later = lease.observe(seen, other.next_renewal(NOW + 10), MONO + 20)
+    assert later.since == MONO + 20 and later.changes == 1
+    renewed = other.next_renewal(NOW + 10)
+    with pytest.raises(lease.LeaseHeldError, match="renewed while we watched"):
+        lease.claim(with_lease(renewed.encode()), make(), MONO + 45, lambda _p: True, later)
 
 
 def test_dead_holder_on_this_host_is_taken_over_but_not_on_another_host() -> None:
     other = make(host="h1", pid=4242, token="t2")
     dead = lambda _pid: False  # noqa: E731
-    assert lease.read(lease.claim(with_lease(other.encode()), make(), NOW, dead).new_cib) == make()
+    assert lease.read(lease.claim(with_lease(other.encode()), make(), MONO, dead).new_cib) == make()
     remote = make(host="h2", pid=4242, token="t2")
     with pytest.raises(lease.LeaseHeldError):
-        lease.claim(with_lease(remote.encode()), make(), NOW, dead)
+        lease.claim(with_lease(remote.encode()), make(), MONO, dead)
     alive = lambda _pid: True  # noqa: E731
     with pytest.raises(lease.LeaseHeldError):
-        lease.claim(with_lease(other.encode()), make(), NOW, alive)
+        lease.claim(with_lease(other.encode()), make(), MONO, alive)
 
 
 def test_own_lease_is_renewed() -> None:
     mine = make()
-    later = make(expires=NOW + 600)
-    change = lease.claim(with_lease(mine.encode()), later, NOW, alive=lambda _pid: True)
+    later = mine.next_renewal(NOW + 10)
+    change = lease.claim(with_lease(mine.encode()), later, MONO, alive=lambda _pid: True)
     assert lease.read(change.new_cib) == later
 
 

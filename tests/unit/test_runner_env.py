@@ -107,19 +107,3 @@ def test_read_cluster_reads_again_when_the_configuration_changed_meanwhile() -> 
     cluster = pm.read_cluster(r)
     assert cib.cib_version(cluster.config).epoch == 25
     assert r.backend.argvs().count(("crm_mon", "-1", "--output-as=xml")) == 2  # type: ignore[attr-defined]
-
-
-def test_offline_the_saved_cib_is_read_once_and_its_status_dropped() -> None:
-    answers = {
-        ("cibadmin", "--query"): [(0, fixtures.text("status-ok.xml"), "")],
-        ("crm_mon",): [(0, fixtures.text("mon-ok.xml"), "")],
-    }
-    r = pm.Runner(cib_file="/tmp/saved.xml", backend=Recorded(answers))  # type: ignore[arg-type]
-    cluster = pm.read_cluster(r)
-    assert r.backend.argvs() == [  # type: ignore[attr-defined]
-        ("cibadmin", "--query"),
-        ("crm_mon", "-1", "--output-as=xml"),
-    ]
-    assert (
-        cluster.config.find("status") is None and cluster.config.find("configuration") is not None
-    )

@@ -302,7 +302,7 @@ def test_every_problem_kind_is_listed_with_its_fix() -> None:
     cfg = copy.deepcopy(cl.config)
     for nv in cfg.iterfind(".//rsc_defaults//nvpair[@name='resource-stickiness']"):
         nv.set("value", "0")
-    held = lease.Lease("controller-1", 4242, "tok", 1_900_000_000.0)
+    held = lease.Lease("controller-1", 4242, "tok", 30.0, 5, 1_900_000_000.0)
     change = cib.set_cluster_property(cfg, lease.PROPERTY, held.encode())
     cl = Cluster(change.new_cib, cl.mon, cl.status)
     g = gathered(
@@ -335,7 +335,10 @@ def test_every_problem_kind_is_listed_with_its_fix() -> None:
     assert "resource-stickiness=INFINITY" in text["stickiness"]
     assert text["unreachable"] == "controller-2: ssh: refused"
     assert "--node controller-1 mariadb" in text["unresolved"]
-    assert text["lease-held"].endswith("pid 4242 on controller-1 until 2030-03-17T17:46:40Z")
+    assert text["lease-held"].endswith(
+        "pid 4242 on controller-1 (renewal 5 at 2030-03-17T17:46:40Z by its clock; "
+        "it lapses 30s after the last renewal)"
+    )
     bans = [p.message for p in found if p.kind == "leftover-ban"]
     assert any("cli-ban-galera-bundle-on-controller-1" in m for m in bans)
     assert all("crm_resource --clear --resource" in m for m in bans)
