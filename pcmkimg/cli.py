@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -47,8 +48,16 @@ LEASE_HELD = 4
 UNREACHABLE = 5
 UPDATE_FAILED = 6
 ROLLBACK_FAILED = 7
+HANGUP = 129  # SIGHUP: the ssh session dropped; cleaned up like SIGTERM
+QUIT = 131  # SIGQUIT (Ctrl-backslash); cleaned up like SIGTERM
 INTERRUPTED = 130
 TERMINATED = 143
+SIGNAL_CODES: dict[int, int] = {
+    signal.SIGHUP: HANGUP,
+    signal.SIGINT: INTERRUPTED,
+    signal.SIGQUIT: QUIT,
+    signal.SIGTERM: TERMINATED,
+}
 
 
 # The one place where failure kinds become exit codes: by the kind's family (pcmkimg.errors).
@@ -67,7 +76,7 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
     if isinstance(exc, signals.Terminated):
-        return TERMINATED
+        return SIGNAL_CODES.get(exc.signum, TERMINATED)
     if isinstance(exc, click.UsageError):
         return BAD_INPUT
     if isinstance(exc, PcmkimgError) and exc.family is not None:
@@ -156,18 +165,22 @@ def _fail(env: Env | None, exc: BaseException) -> NoReturn:
     elif isinstance(exc, KeyboardInterrupt):
         text = "interrupted; bans and the update lease were cleaned up"
     elif isinstance(exc, signals.Terminated):
-        text = "terminated; bans and the update lease were cleaned up"
+        by = "" if exc.signum == signal.SIGTERM else f" by {exc.name}"
+        text = f"terminated{by}; bans and the update lease were cleaned up"
     elif isinstance(exc, click.ClickException):
         text = exc.format_message()
     else:
         text = f"internal error: {type(exc).__name__}: {exc} (please report this)"
-    click.echo(f"pcmkimg: error: {' '.join(text.split())}", err=True)
-    if env is not None and env.json:
-        doc = {"error": " ".join(text.split()), "exit_code": code}
-        extra = getattr(exc, "report", None)
-        if extra is not None:
-            doc["report"] = extra
-        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    try:  # after SIGHUP the terminal may be gone: the exit code must still say what happened
+        click.echo(f"pcmkimg: error: {' '.join(text.split())}", err=True)
+        if env is not None and env.json:
+            doc = {"error": " ".join(text.split()), "exit_code": code}
+            extra = getattr(exc, "report", None)
+            if extra is not None:
+                doc["report"] = extra
+            click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    except OSError:
+        pass
     sys.exit(code)
 
 

@@ -95,6 +95,9 @@ def test_the_codes_are_the_documented_ones() -> None:
     assert (cli.OK, cli.INTERNAL, cli.BAD_INPUT, cli.PROBLEMS, cli.LEASE_HELD) == (0, 1, 2, 3, 4)
     assert (cli.UNREACHABLE, cli.UPDATE_FAILED, cli.ROLLBACK_FAILED) == (5, 6, 7)
     assert (cli.INTERRUPTED, cli.TERMINATED) == (130, 128 + signal.SIGTERM)
+    assert (cli.HANGUP, cli.QUIT) == (128 + signal.SIGHUP, 128 + signal.SIGQUIT) == (129, 131)
+    assert cli.exit_code(signals.Terminated(signal.SIGHUP)) == cli.HANGUP
+    assert cli.exit_code(signals.Terminated(signal.SIGQUIT)) == cli.QUIT
 
 
 def _kinds(base: type) -> set[type]:
@@ -289,6 +292,10 @@ def test_history_reads_the_journal(capsys, conf: str, tmp_path: Path) -> None:
     [
         (KeyboardInterrupt(), "interrupted; bans and the update lease were cleaned up"),
         (signals.Terminated(), "terminated; bans and the update lease were cleaned up"),
+        (
+            signals.Terminated(signal.SIGHUP),
+            "terminated by SIGHUP; bans and the update lease were cleaned up",
+        ),
         (ValueError("x"), "internal error: ValueError: x (please report this)"),
         (UsageError("bad\n  thing", "do\nthis"), "bad thing; fix: do this"),
     ],
