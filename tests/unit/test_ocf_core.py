@@ -247,3 +247,41 @@ def test_facility_names() -> None:
     assert facility_code("daemon") == syslog.LOG_DAEMON
     assert facility_code("LOG_LOCAL7") == syslog.LOG_LOCAL7
     assert facility_code("bogus") == syslog.LOG_DAEMON
+
+
+def test_the_run_time_classes_behave_as_dataclasses_and_enums() -> None:
+    """ocf declares them with dataclass and Enum for type checkers and runs them on light
+    stand-ins (ocf._light): the behaviour agents rely on is the same."""
+    import copy
+    import pickle
+
+    from ocf import Level
+
+    param = Parameter("count", "count", type="integer", default=3)
+    assert param.type is ParamType.INTEGER and param.type.value == "integer"
+    assert param == Parameter("count", "count", type=ParamType.INTEGER, default=3)
+    assert param != Parameter("count", "count", type=ParamType.INTEGER, default=4)
+    assert hash(param) == hash(Parameter("count", "count", type="integer", default=3))
+    assert repr(param).startswith("Parameter(name='count', shortdesc='count', longdesc=''")
+    with pytest.raises(AttributeError):
+        param.name = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Parameter()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Parameter("a", "b", bogus=1)  # type: ignore[call-arg]
+    agent = Agent("a", "b")
+    assert agent.handlers == {} and agent.handlers is not Agent("a", "b").handlers
+
+    assert OCFRC(7) is OCFRC.NOT_RUNNING and OCFRC.NOT_RUNNING == 7 and OCFRC["DEGRADED"] == 190
+    assert repr(OCFRC.DEGRADED) == "<OCFRC.DEGRADED: 190>" and str(OCFRC.DEGRADED) == "190"
+    assert f"{OCFRC.ERR_ARGS}" == "2" and {0: "ok"}[OCFRC.SUCCESS] == "ok"
+    assert len(OCFRC) == 12 and OCFRC.SUCCESS in OCFRC and list(OCFRC)[0] is OCFRC.SUCCESS
+    with pytest.raises(ValueError):
+        OCFRC(42)
+    assert ParamType("boolean") is ParamType.BOOLEAN and ParamType.STRING == "string"
+    assert Level("INFO") is Level.INFO and Level.INFO.name == "INFO"
+    assert repr(Level.INFO) == "<Level.INFO: 'INFO'>"
+    assert copy.deepcopy(OCFRC.ERR_PERM) is OCFRC.ERR_PERM
+    assert pickle.loads(pickle.dumps(ParamType.INTEGER)) is ParamType.INTEGER
+    with pytest.raises(AttributeError):
+        OCFRC.SUCCESS = 1  # type: ignore[misc]
