@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench import status_figures
 from tests.sandbox import lifecycle
 from tests.sandbox.cluster import Cluster, agent_pythonpath, from_state, wait_idle
 from tests.sandbox.proc import SandboxError
@@ -197,13 +198,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             setup(cl, str(info["registry"]))
             print(f"bench: measuring ({args.rounds} rounds) ...", file=sys.stderr, flush=True)
             times = measure(cl, args.rounds)
+            print("bench: measuring status (live) ...", file=sys.stderr, flush=True)
+            live_status = status_figures.live_status_figure(cl, NODE, max(10, args.rounds))
         finally:
             print(f"bench: tearing down sandbox {args.name}", file=sys.stderr, flush=True)
             lifecycle.down(args.name)
+        print("bench: measuring status and model offline ...", file=sys.stderr, flush=True)
+        figures = [live_status, *status_figures.offline_figures(max(10, args.rounds))]
     except (BenchError, SandboxError, RuntimeError, OSError, ValueError) as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2
-    return 0 if report(times, args.rounds) else 1
+    except status_figures.FigureError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    print("status and model (issue 14, budgets 5-7):")
+    print("\n".join(status_figures.table(figures)))
+    status_ok = all(f.ok for f in figures)
+    return 0 if report(times, args.rounds) and status_ok else 1
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _podman(store: Path, *args: str) -> str:
-    base = ["podman", "--root", f"{store}/storage", "--runroot", f"{store}/run"]
+    base = ["podman", "--storage-driver", "vfs", "--root", f"{store}/storage"]
+    base += ["--runroot", f"{store}/run"]
     proc = subprocess.run(
         [*base, "--tmpdir", f"{store}/tmp", *args],
         capture_output=True,
@@ -56,7 +57,8 @@ def node_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     image_id = _podman(store, "import", "-q", str(store / "r.tar"), REAL)
     _podman(store, "tag", REAL, FLOATING)
     sock = store / "podman.sock"
-    base = ["podman", "--root", f"{store}/storage", "--runroot", f"{store}/run"]
+    base = ["podman", "--storage-driver", "vfs", "--root", f"{store}/storage"]
+    base += ["--runroot", f"{store}/run"]
     service = subprocess.Popen(
         [*base, "--tmpdir", f"{store}/tmp", "system", "service", "--time=0", f"unix://{sock}"],
         env=_clean_env(),
