@@ -50,7 +50,19 @@ def dry_run(
 ) -> list[list[str]]:
     """The commands that wire the guard by hand, in the order that restarts nothing."""
     current = pacemaker.query_cib(runner)
-    cmds = cib.guard_pcs_commands(current, bundle, floating_of(current, bundle, image, scheme))
+    floating = floating_of(current, bundle, image, scheme)
+    cmds = cib.guard_pcs_commands(current, bundle, floating)
+    existing = cib.bundle(current, bundle).guard
+    if existing is not None and existing.image != floating:
+        # A rename: without its constraints the guard restarts alone (see add).
+        ids = cib.guard_ids(bundle)
+        return [
+            cmd.delete_constraint(ids["order"]),
+            cmd.delete_constraint(ids["colocation"]),
+            ["pcs", "resource", "update", ids["primitive"], f"image={floating}"],
+            cmd.wait(),
+            *cmds[1:],
+        ]
     # The guard must run before the constraints exist, or every replica restarts.
     return [cmds[0], cmd.wait(), *cmds[1:]]
 

@@ -99,3 +99,21 @@ def test_a_renamed_guard_that_cannot_start_keeps_its_former_name_wired(
     kinds = [what.split()[0] for what, _ in rec.events]
     assert kinds == ["drop", "add", "wait", "add", "wait", "add"]
     assert cleaned == [(f"{BUNDLE}-guard", "controller-1")]  # else it stays off there
+
+
+def test_the_dry_run_of_a_rename_prints_the_steps_that_restart_no_replica(rec: Recorder) -> None:
+    rec.cib = C.add_guard(rec.cib, BUNDLE, FLOATING).new_cib
+    other = "cluster.common.tag/haproxy2:pcmklatest"
+    cmds = guard.dry_run(object(), BUNDLE, other, naming.Scheme())  # type: ignore[arg-type]
+    ids = C.guard_ids(BUNDLE)
+    assert cmds[:4] == [
+        ["cibadmin", "--delete", "--xpath", f"//constraints/*[@id='{ids['order']}']"],
+        ["cibadmin", "--delete", "--xpath", f"//constraints/*[@id='{ids['colocation']}']"],
+        ["pcs", "resource", "update", ids["primitive"], f"image={other}"],
+        ["crm_resource", "--wait"],
+    ]
+    assert [c[:3] for c in cmds[4:]] == [
+        ["pcs", "resource", "bundle"],
+        ["pcs", "constraint", "order"],
+        ["pcs", "constraint", "colocation"],
+    ]
