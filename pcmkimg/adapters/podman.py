@@ -18,9 +18,9 @@ podman-py is imported inside :func:`connect` only, so that importing this module
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -552,18 +552,37 @@ class Stores:
         self.opened.clear()
 
     def each(self, nodes: Sequence[str], work: Callable[[Store], object]) -> dict:
-        """Run ``work`` on each node's store in parallel: node -> result or the error raised."""
+        """Run ``work`` on each node's store in parallel: node -> result or the error raised.
 
-        def one(node: str) -> object:
-            try:
-                return work(self.get(node))
-            except Exception as exc:  # one node's failure is that node's answer, not a crash
-                return exc
-
+        The work runs in daemon threads, and the caller waits for them interruptibly: Ctrl-C
+        or a signal that raises (SIGTERM, see :mod:`pcmkimg.adapters.signals`) ends the wait
+        at once instead of waiting for every pull; the threads left behind die with the
+        process (a ``work`` that reports progress should stop doing so, see ``pull_all``).
+        """
         if not nodes:
             return {}
-        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
-            return dict(zip(nodes, pool.map(one, nodes)))
+        results: dict[str, object] = {}
+        lock = threading.Lock()
+        done = threading.Event()
+        slots = threading.BoundedSemaphore(min(8, len(nodes)))
+
+        def one(node: str) -> None:
+            with slots:
+                try:
+                    result: object = work(self.get(node))
+                except Exception as exc:  # one node's failure is that node's answer, not a crash
+                    result = exc
+                except BaseException as exc:  # never leave the caller waiting for this node
+                    result = exc
+            with lock:
+                results[node] = result
+                if len(results) == len(nodes):
+                    done.set()
+
+        for node in nodes:
+            threading.Thread(target=one, args=(node,), name=f"pcmkimg-{node}", daemon=True).start()
+        done.wait()  # interruptible: a signal handler's exception ends it
+        return {node: results[node] for node in nodes}
 
 
 @contextmanager

@@ -8,8 +8,9 @@ core (``plan.py``, ``cib.py``); this module runs them, journals each step and cl
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg.adapters import lease as leasing
@@ -30,6 +31,10 @@ class PullsFailed(Unreachable):
 class DigestRefused(BadInput):
     """The image pulled under the given tag has another digest than the one asked for;
     nothing was retagged or restarted."""
+
+
+class PullCancelled(Exception):
+    """Raised in a pull's progress once the update was interrupted: that pull stops."""
 
 
 class UpdateFailed(NodeFailed):
@@ -89,16 +94,26 @@ class Updater:
         return {n for n, r in found.items() if isinstance(r, images.Unresolved)}
 
     def pull_all(self, nodes: Sequence[str], ref: Reference, digest: str | None) -> dict:
+        """Pull on every node in parallel. An interruption ends the wait at once (the pulls
+        left running in the background stop reporting and die with the process)."""
+        cancelled = threading.Event()
+
         def progress(p: images.PullProgress) -> None:
+            if cancelled.is_set():
+                raise PullCancelled("the update was interrupted during the pulls")
             if self.progress is not None:
                 self.progress(p)
             elif p.kind in ("cached", "retry", "done"):
                 self.say(f"  {p.node}: {p.kind}: {p.text}")
 
         self.say(f"pulling {ref} on {', '.join(nodes)}")
-        results = self.stores.each(
-            nodes, lambda s: s.pull(ref, expected_digest=digest, progress=progress)
-        )
+        try:
+            results = self.stores.each(
+                nodes, lambda s: s.pull(ref, expected_digest=digest, progress=progress)
+            )
+        except BaseException:
+            cancelled.set()
+            raise
         failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
         for node, res in results.items():
             ok = not isinstance(res, Exception)
