@@ -119,8 +119,8 @@ MARK = "pcmkimg"
 """The rule id of a constraint a restart placed is ``<constraint id>-pcmkimg``: what tells
 ours (the next update removes a leftover one) from an operator's ``crm_resource --ban``."""
 
-LIFETIME_MARGIN = 30.0
-"""Seconds a restart's constraints outlive its timeout."""
+LIFETIME_MARGIN = 0.25
+"""A restart's constraints outlive its timeout by this share of it (at least 5 s)."""
 
 
 def ban_id(resource: str, node: str) -> str:
@@ -128,10 +128,12 @@ def ban_id(resource: str, node: str) -> str:
     return f"cli-ban-{resource}-on-{node}"
 
 
-def lifetime_end(now: datetime, timeout: float, margin: float = LIFETIME_MARGIN) -> str:
-    """When a restart's constraints stop being in force: ``now`` + ``timeout`` + ``margin``,
-    rounded up to the second, in UTC, as ``crm_resource --lifetime`` writes it."""
-    end = now.astimezone(timezone.utc) + timedelta(seconds=timeout + margin)
+def lifetime_end(now: datetime, timeout: float, margin: float | None = None) -> str:
+    """When a restart's constraints stop being in force: ``now`` + ``timeout`` + ``margin``
+    (default :data:`LIFETIME_MARGIN` of the timeout, at least 5 s), rounded up to the second,
+    in UTC, as ``crm_resource --lifetime`` writes it."""
+    extra = max(5.0, LIFETIME_MARGIN * timeout) if margin is None else margin
+    end = now.astimezone(timezone.utc) + timedelta(seconds=timeout + extra)
     end = end.replace(microsecond=0) + timedelta(seconds=1 if end.microsecond else 0)
     return end.strftime("%Y-%m-%d %H:%M:%SZ")
 

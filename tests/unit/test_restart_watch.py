@@ -54,6 +54,8 @@ def state(mon: etree._Element) -> cib.ClusterStatus:
 def test_lifetime_end_is_timeout_plus_margin_in_utc_rounded_up() -> None:
     now = datetime(2026, 12, 1, 10, 0, 0, 250000, tzinfo=timezone.utc)
     assert restart.lifetime_end(now, 60, margin=30) == "2026-12-01 10:01:31Z"
+    assert restart.lifetime_end(now, 120) == "2026-12-01 10:02:31Z"  # 120 s + 30 s
+    assert restart.lifetime_end(now, 8) == "2026-12-01 10:00:14Z"  # at least 5 s more
     exact = datetime(2026, 12, 1, 23, 59, 50, tzinfo=timezone.utc)
     assert restart.lifetime_end(exact, 5, margin=5) == "2026-12-02 00:00:00Z"
 
