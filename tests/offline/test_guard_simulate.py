@@ -7,6 +7,7 @@ agents, so the guard agent need not be installed.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,30 @@ def test_guard_add_with_another_name_restarts_no_replica(simulated: SimulatedClu
     assert final.guard is not None and final.guard.image == new and final.guard_wired
     st = status(simulated.current)
     assert {r.node for r in st.replicas_of(BUNDLE) if r.active} == set(NODES)
+
+
+def test_a_guarded_promotable_bundle_starts_its_inner_instances(tmp_path: Path) -> None:
+    """redis-bundle is promotable with an inner resource. Guarded, the scheduler starts the
+    inner instances on the guest nodes, and a guard that cannot start on controller-1 keeps
+    only that replica off. Pacemaker 3.0 stopped every inner instance when the colocation was
+    INFINITY ("redis:N cannot run because it cannot interleave with any instance of
+    redis-bundle-guard-clone"); 2.1 did not."""
+    promotable, guard = "redis-bundle", "redis-bundle-guard"
+    tree = C.add_guard(fixtures.cib("base.xml"), promotable, "cluster.common.tag/redis:pcmklatest")
+    tree.new_cib.set("dc-uuid", "1")
+    cib = write(tmp_path / "cib.xml", tree.new_cib)
+    ops = simulate(cib, tmp_path / "run.xml", *up(*NODES))
+    inner = {n for k, n in ops if re.fullmatch(r"redis:\d+_start_0", k)}
+    assert inner == {f"{promotable}-{i}" for i in range(3)}, sorted(ops)
+    containers = {n for k, n in ops if re.fullmatch(rf"{promotable}-podman-\d+_start_0", k)}
+    assert containers == set(NODES)
+
+    failed = tmp_path / "failed.xml"
+    simulate(cib, failed, *up(*NODES), "-F", f"{guard}_start_0@controller-1=5")
+    run(
+        "crm_attribute", "-N", "controller-1", "-n", f"fail-count-{guard}#start_0",
+        "-v", "INFINITY", "-l", "reboot", cib_file=failed,
+    )  # fmt: skip
+    final = converge(failed, tmp_path / "final.xml", prefix=f"{promotable}-podman-")
+    placed = {r.node for r in status(final).replicas_of(promotable) if r.active}
+    assert placed == {"controller-0", "controller-2"}

@@ -262,7 +262,7 @@ def test_constraints() -> None:
             "galera-bundle-guard-colocation",
             "galera-bundle",
             "galera-bundle-guard-clone",
-            "INFINITY",
+            "999999",
         )
     ]
 
@@ -509,6 +509,12 @@ def test_add_guard_is_idempotent_and_converges() -> None:
         constraints.remove(c)
     fixed = C.add_guard(broken, "galera-bundle", FLOATING)
     assert config(fixed.new_cib) == config(guarded)
+    # A guard wired with an INFINITY colocation (before Pacemaker 3.0 support) is still the
+    # guard's; guard add converges it to 999999.
+    old = copy.deepcopy(guarded)
+    old.find(".//rsc_colocation[@id='galera-bundle-guard-colocation']").set("score", "INFINITY")
+    assert C.bundle(old, "galera-bundle").guard_wired
+    assert config(C.add_guard(old, "galera-bundle", FLOATING).new_cib) == config(guarded)
 
 
 def test_remove_guard_restores_base() -> None:

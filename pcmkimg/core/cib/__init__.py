@@ -16,11 +16,13 @@ newer than ours, so a concurrent change that landed at the same epoch would be l
 The guard (see ``design.md``): a clone ``<bundle>-guard-clone`` of the primitive
 ``<bundle>-guard`` (``ocf:pcmkimg:floating-image``, ``image=<floating name>``), the order
 ``<bundle>-guard-order`` (start guard clone, then start bundle, Mandatory), the colocation
-``<bundle>-guard-colocation`` (bundle with guard clone, INFINITY), ``interleave=true`` on the
-clone and on the bundle. The bundle's ``interleave`` value from before the guard is recorded
-in the clone's meta attribute ``pcmkimg-bundle-interleave`` (``unset`` when there was none),
-so :func:`remove_guard` puts back exactly what was there; a guard without that record (made by
-hand) leaves the bundle's ``interleave`` as it is.
+``<bundle>-guard-colocation`` (bundle with guard clone, score 999999: not INFINITY, which
+Pacemaker 3.0 turns against a promotable bundle's inner instances, see
+``read.GUARD_COLOCATION_SCORE``), ``interleave=true`` on the clone and on the bundle. The
+bundle's ``interleave`` value from before the guard is recorded in the clone's meta attribute
+``pcmkimg-bundle-interleave`` (``unset`` when there was none), so :func:`remove_guard` puts
+back exactly what was there; a guard without that record (made by hand) leaves the bundle's
+``interleave`` as it is.
 """
 
 from __future__ import annotations

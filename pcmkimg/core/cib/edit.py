@@ -12,6 +12,7 @@ from pcmkimg.core import commands as cmd
 from pcmkimg.core.cib.patch import CibChange, make_change
 from pcmkimg.core.cib.read import (
     GUARD_AGENT,
+    GUARD_COLOCATION_SCORE,
     GUARD_RECORD,
     GUARD_RECORD_UNSET,
     RUNTIMES,
@@ -226,7 +227,12 @@ def add_guard(
     _ensure_constraint(
         new,
         "rsc_colocation",
-        {"id": ids["colocation"], "rsc": bundle_id, "with-rsc": ids["clone"], "score": "INFINITY"},
+        {
+            "id": ids["colocation"],
+            "rsc": bundle_id,
+            "with-rsc": ids["clone"],
+            "score": GUARD_COLOCATION_SCORE,
+        },
     )
     _set_nvpair(
         new, bundle_el, "meta_attributes", f"{bundle_id}-meta_attributes", "interleave", "true"
@@ -363,7 +369,7 @@ def guard_pcs_commands(cib: Element, bundle_id: str, floating_name: str) -> list
             bundle_id,
             "with",
             ids["clone"],
-            "INFINITY",
+            GUARD_COLOCATION_SCORE,
             f"id={ids['colocation']}",
         ],
     ]

@@ -12,6 +12,14 @@ from pcmkimg.errors import BadInput
 GUARD_AGENT = ("ocf", "pcmkimg", "floating-image")
 GUARD_RECORD = "pcmkimg-bundle-interleave"
 GUARD_RECORD_UNSET = "unset"
+GUARD_COLOCATION_SCORE = "999999"
+"""The score of the bundle's colocation with its guard clone: the strongest that is not
+INFINITY. Pacemaker 3.0 applies a promotable bundle's colocations to its inner instances too
+when it chooses their roles; with ``interleave=true`` on the bundle it looks for a guard
+instance on the instance's guest node, finds none and, for an INFINITY colocation only, stops
+the instance ("cannot run because it cannot interleave with any instance of ...-guard-clone").
+Where the guard cannot run, the Mandatory interleaved order still keeps the replica stopped.
+An INFINITY colocation (a guard wired before) is still read as the guard's."""
 RUNTIMES = ("podman", "docker", "rkt")
 
 
@@ -65,7 +73,7 @@ class _Index:
     orders: Mapping[tuple[str, str, str, str, str], str]
     """(first, then, kind, first-action, then-action) -> the first such order's id."""
     colocations: Mapping[tuple[str, str], str]
-    """(rsc, with-rsc) -> the first such INFINITY colocation's id."""
+    """(rsc, with-rsc) -> the first such colocation's id, INFINITY or the guard's score."""
 
 
 def _index(cib: Element) -> _Index:
@@ -79,7 +87,7 @@ def _index(cib: Element) -> _Index:
         orders.setdefault((o.first, o.then, o.kind, o.first_action, o.then_action), o.id)
     colocations: dict[tuple[str, str], str] = {}
     for c in colocation_constraints(cib):
-        if c.score in ("INFINITY", "+INFINITY"):
+        if c.score in ("INFINITY", "+INFINITY", GUARD_COLOCATION_SCORE):
             colocations.setdefault((c.rsc, c.with_rsc), c.id)
     return _Index(by_id, orders, colocations)
 
