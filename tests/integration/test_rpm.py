@@ -187,6 +187,9 @@ def test_requires(rpm_file):
     requires = {line.split()[0] for line in query(rpm_file, "--requires")}
     wanted = {"python3-lxml", "python3-click", "python3-podman", "pacemaker", "podman"}
     assert wanted <= requires, wanted - requires
+    # The supported versions (README): Pacemaker 2.1 and 3.0, podman 4 and 5, Python 3.9+.
+    bounds = {"pacemaker >= 2.1", "podman >= 4.0", "python3 >= 3.9"}
+    assert bounds <= set(query(rpm_file, "--requires")), query(rpm_file, "--requires")
 
 
 def test_package_metadata(rpm_file):
