@@ -171,6 +171,206 @@ def setup(cl: Cluster, registry: str) -> None:
         raise BenchError(f"the bundle's replica did not start on {NODE}")
 
 
+# --------------------------------------------------------------------------- restarts (issue 14)
+
+#: The restart budgets of issue 14, each a ratio of medians in one run (min/median/max of
+#: RESTART_RUNS runs): 1. replica downtime during ``update --node`` at most 0.6x the bare
+#: ``crm_resource --restart`` downtime (the container's own podman stop + start shown beside);
+#: 2. the update step's wall time at most 0.5x the bare pull + tag + ``crm_resource --restart``
+#: + ``--wait`` (image already pulled); 3. ``update --all`` on 3 nodes at most one pull plus 3
+#: restart steps plus 1 s.
+RESTART_RUNS = 3
+RESTART_BUDGETS = (
+    Budget(
+        "1. downtime: update --node / bare crm_resource --restart",
+        "update downtime",
+        "bare restart downtime",
+        0.6,
+    ),
+    Budget(
+        "2. step wall: update --node / bare pull+tag+restart+wait",
+        "update --node wall",
+        "bare pull+tag+restart+wait",
+        0.5,
+    ),
+    Budget(
+        "3. update --all / (pull + 3 restart steps + 1 s)",
+        "update --all wall",
+        "pull + 3 restart steps + 1 s",
+        1.0,
+    ),
+)
+LIMIT = "bench-limit"  # a plain container of the same image on NODE: podman stop + start
+
+
+def _event_time(event: dict[str, object]) -> float:
+    nano = event.get("timeNano")
+    if nano:
+        return int(str(nano)) / 1e9
+    when = str(event.get("Time") or event.get("time") or "0")
+    if when.isdigit():
+        return float(when)
+    head, _, frac = when.rstrip("Z").partition(".")
+    from datetime import datetime, timezone
+
+    base = datetime.fromisoformat(head).replace(tzinfo=timezone.utc).timestamp()
+    return base + (float(f"0.{frac}") if frac else 0.0)
+
+
+def container_downtime(cl: Cluster, node: str, name: str, since: float) -> float:
+    """Seconds no container ``name`` ran on ``node`` after ``since`` (podman's events)."""
+    import json
+
+    from pcmkimg.core.images import downtime
+
+    out = cl.podman(
+        node,
+        "events",
+        "--since",
+        str(int(since) - 1),
+        "--until",
+        str(int(time.time()) + 1),
+        "--filter",
+        f"container={name}",
+        "--format",
+        "json",
+    )
+    events = []
+    for line in out.stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        status = str(event.get("Status") or event.get("status") or event.get("Action") or "")
+        events.append((_event_time(event), status))
+    found = downtime(events, since)
+    if found is None:
+        raise BenchError(f"no stop and start of {name} on {node} in podman's events")
+    return found
+
+
+def _pcmkimg_update(cl: Cluster, ref: str, *where: str) -> tuple[float, dict]:  # type: ignore[type-arg]
+    import json
+
+    start = time.perf_counter()
+    out = cl.pcmkimg(NODE, "--json", "update", SERVICE, "--image", ref, *where, check=False)
+    wall = time.perf_counter() - start
+    if out.returncode != 0:
+        raise BenchError(
+            f"pcmkimg update {' '.join(where)} exit {out.returncode}: {out.stderr[-500:]}"
+        )
+    return wall, json.loads(out.stdout)["report"]
+
+
+def _run_timed(cl: Cluster, argv: list[str]) -> float:
+    start = time.perf_counter()
+    proc = cl.run(NODE, argv, check=False, timeout=300)
+    if proc.returncode != 0:
+        raise BenchError(f"{' '.join(argv)} exit {proc.returncode}: {proc.stderr.strip()[:300]}")
+    return time.perf_counter() - start
+
+
+def measure_restarts(
+    cl: Cluster, registry: str, runs: int = RESTART_RUNS
+) -> dict[str, list[float]]:
+    """The restart figures on NODE's replica of the bench bundle (3 of 3), ``runs`` times each."""
+    old, new = f"{registry}/ns1/svc:1.0", f"{registry}/ns1/svc:1.1"
+    replica = next((r for r in cl.replicas(BUNDLE) if r.node == NODE and r.active), None)
+    if replica is None:
+        raise BenchError(f"no active replica on {NODE}")
+    container = f"{BUNDLE}-podman-{replica.index}"
+    times: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "update downtime",
+            "bare restart downtime",
+            "podman stop+start",
+            "update --node wall",
+            "update restart step",
+            "bare pull+tag+restart+wait",
+            "update --all wall",
+            "pull",
+            "pull + 3 restart steps + 1 s",
+        )
+    }
+    cl.podman(NODE, "pull", "-q", new)
+    cl.podman(NODE, "rm", "-f", LIMIT, check=False)
+    # The image's own command, as the replica runs it (it ends on SIGTERM).
+    cl.podman(NODE, "run", "-d", "--network=none", "--name", LIMIT, old)
+    try:
+        for _ in range(runs):
+            # Ours: update --node to the new image (already pulled), then the bare way back.
+            since = time.time()
+            wall, rep = _pcmkimg_update(cl, new, "--node", NODE)
+            (res,) = rep["nodes"]
+            if res["result"] != "ok":
+                raise BenchError(f"update --node: {res}")
+            times["update --node wall"].append(wall)
+            times["update restart step"].append(float(res["restart_seconds"]))
+            times["update downtime"].append(container_downtime(cl, NODE, container, since))
+            wait_idle(cl)
+            since = time.time()
+            step = _run_timed(cl, ["podman", "pull", "-q", old])
+            step += _run_timed(cl, ["podman", "tag", old, FLOATING])
+            t0 = time.time()
+            step += _run_timed(
+                cl,
+                [
+                    "crm_resource",
+                    "--restart",
+                    "--resource",
+                    BUNDLE,
+                    "--node",
+                    NODE,
+                    "--timeout=120s",
+                ],
+            )
+            step += _run_timed(cl, ["crm_resource", "--wait", "--timeout=120s"])
+            times["bare pull+tag+restart+wait"].append(step)
+            times["bare restart downtime"].append(container_downtime(cl, NODE, container, t0))
+            since = time.time()
+            _run_timed(cl, ["podman", "stop", LIMIT])
+            _run_timed(cl, ["podman", "start", LIMIT])
+            times["podman stop+start"].append(container_downtime(cl, NODE, LIMIT, since))
+            # The image back on every node: the next update --node changes it again.
+        restart_step = statistics.median(times["update restart step"])
+        for i in range(runs):
+            # update --all to an image no node has (removed first), then one bare pull of it.
+            target = new if i % 2 == 0 else old
+            for node in cl.names:
+                cl.podman(node, "rmi", target, check=False)
+            wall, rep = _pcmkimg_update(cl, target, "--all")
+            if [n["result"] for n in rep["nodes"]] != ["ok"] * 3:
+                raise BenchError(f"update --all: {rep['nodes']}")
+            times["update --all wall"].append(wall)
+            cl.podman(NODE, "rmi", target, check=False)
+            pull = _run_timed(cl, ["podman", "pull", "-q", target])
+            times["pull"].append(pull)
+            times["pull + 3 restart steps + 1 s"].append(pull + 3 * restart_step + 1.0)
+    finally:
+        cl.podman(NODE, "rm", "-f", LIMIT, check=False)
+    return times
+
+
+def report_restarts(times: dict[str, list[float]], runs: int = RESTART_RUNS) -> bool:
+    """Print the restart table (s; min / median / max) and its budgets; True when they hold."""
+    width = max(len(n) for n in times)
+    print(f"restarts (issue 14), {runs} runs on {NODE}'s replica (s: min / median / max):")
+    for name, values in times.items():
+        print(
+            f"  {name:<{width}}  {min(values):7.2f} {statistics.median(values):7.2f} "
+            f"{max(values):7.2f}"
+        )
+    ok = True
+    print("restart budgets:")
+    for b in RESTART_BUDGETS:
+        ratio = statistics.median(times[b.ours]) / statistics.median(times[b.baseline])
+        verdict = "OK" if ratio <= b.ratio else "OVER BUDGET"
+        ok = ok and ratio <= b.ratio
+        print(f"  {b.label}: {ratio:.2f} (budget <= {b.ratio:g}) {verdict}")
+    return ok
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (15)")
@@ -200,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             times = measure(cl, args.rounds)
             print("bench: measuring status (live) ...", file=sys.stderr, flush=True)
             live_status = status_figures.live_status_figure(cl, NODE, max(10, args.rounds))
+            print("bench: measuring the restarts ...", file=sys.stderr, flush=True)
+            restarts = measure_restarts(cl, str(info["registry"]))
         finally:
             print(f"bench: tearing down sandbox {args.name}", file=sys.stderr, flush=True)
             lifecycle.down(args.name)
@@ -214,7 +416,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("status and model (issue 14, budgets 5-7):")
     print("\n".join(status_figures.table(figures)))
     status_ok = all(f.ok for f in figures)
-    return 0 if report(times, args.rounds) and status_ok else 1
+    agents_ok = report(times, args.rounds)
+    restarts_ok = report_restarts(restarts)
+    return 0 if agents_ok and restarts_ok and status_ok else 1
 
 
 if __name__ == "__main__":
