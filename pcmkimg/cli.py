@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import click
 
 from pcmkimg import __version__
-from pcmkimg.adapters import config, journal, pacemaker, signals
+from pcmkimg.adapters import config, journal, pacemaker, signals, storeview
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
@@ -149,6 +149,21 @@ def _env(cib_file: str | None = None) -> Env:
 
 
 @contextmanager
+def _views(env: Env) -> Iterator[storeview.StoreViews]:
+    """Read-only views of the stores, for status and check (no podman-py: it starts fast); the
+    local node is asked only for a node the configuration does not list."""
+
+    def local() -> str | None:
+        try:
+            return pacemaker.local_node(env.runner)
+        except pacemaker.PacemakerError:
+            return None
+
+    with storeview.open_views(env.conf, local) as views:
+        yield views
+
+
+@contextmanager
 def _stores(env: Env) -> Iterator[images.Stores]:
     try:
         local = pacemaker.local_node(env.runner)
@@ -236,7 +251,7 @@ def status(services: tuple[str, ...], cib_file: str | None) -> None:
     env = _env(cib_file)
     cluster = pacemaker.read_cluster(env.runner)
     found = st.floating_bundles(cluster, env.conf.scheme, services)
-    with _stores(env) as stores:
+    with _views(env) as stores:
         doc = st.rows(st.gather(cluster, stores, found))
     env.out(doc, [printable(line) for line in st.table(doc)])
 
@@ -250,7 +265,7 @@ def check(cib_file: str | None) -> None:
     env = _env(cib_file)
     cluster = pacemaker.read_cluster(env.runner)
     found = st.floating_bundles(cluster, env.conf.scheme)
-    with _stores(env) as stores:
+    with _views(env) as stores:
         problems = st.problems(st.gather(cluster, stores, found))
     doc = {"ok": not problems, "problems": [p.__dict__ for p in problems]}
     if not problems:

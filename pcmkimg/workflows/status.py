@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import storeview
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.plan import Cluster, node_facts_of
@@ -77,13 +78,17 @@ def floating_bundles(
     return found
 
 
-def gather(cluster: Cluster, stores: images.Stores, services: list[Service]) -> Gathered:
+def gather(
+    cluster: Cluster, stores: images.Stores | storeview.StoreViews, services: list[Service]
+) -> Gathered:
     """Ask every node's store about every service, in parallel: one image list and one
     container list per node, looked up in memory (not one call per service and node)."""
     out = Gathered(cluster, services)
     nodes = sorted({f.name for s in services for f in s.nodes if f.ready})
 
-    def ask(store: images.Store) -> tuple[dict[str, images.Resolution], tuple]:
+    def ask(
+        store: images.Store | storeview.StoreView,
+    ) -> tuple[dict[str, images.Resolution], tuple]:  # type: ignore[type-arg]
         named = {name: image for image in store.named_images() for name in image.names}
         resolved: dict[str, images.Resolution] = {}
         for s in services:

@@ -1,0 +1,197 @@
+"""Read-only views of the nodes' image stores, for ``status`` and ``check``.
+
+What status needs of a store is two lists: the images with their names (``GET
+/libpod/images/json``) and the running containers (``GET /libpod/containers/json``), one call
+each per node, whatever the number of services. They go over the node's API socket with the
+standard library (:func:`pcmkimg.adapters.localstore._request`: one deadline over the whole
+exchange, a size cap), through our own ssh tunnel for an ``ssh://`` node, so that status never
+imports podman-py (about 130 ms of a ``pcmkimg status`` that should take a fraction of ``pcs
+status``). A short floating name (no registry part) is resolved with one inspect, which applies
+podman's own lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pcmkimg.adapters.config import Config
+from pcmkimg.adapters.localstore import _request, _unreachable_fix, inspect_over_socket
+from pcmkimg.core.images import (
+    Container,
+    ImageInfo,
+    NodeUnreachable,
+    Resolved,
+    SocketDown,
+    StoreError,
+    Unresolved,
+    image_info,
+)
+from pcmkimg.core.store import Resolution
+
+if TYPE_CHECKING:
+    from pcmkimg.adapters.tunnel import Tunnel
+
+TIMEOUT = 30.0
+"""Seconds for one whole answer of a node's API service."""
+
+
+@dataclass
+class StoreView:
+    """One node's store, read-only: the named images, the containers, a name's image."""
+
+    node: str
+    url: str
+    socket: str
+    tunnel: Tunnel | None = None
+    timeout: float = TIMEOUT
+
+    def _get(self, target: str) -> Any:
+        try:
+            code, status_line, body = _request(
+                self.socket, "GET", target, node=self.node, ref=target, timeout=self.timeout
+            )
+        except NodeUnreachable as err:
+            if self.tunnel is None and type(err) is NodeUnreachable:  # a local socket, down
+                raise SocketDown(err.detail, err.fix, node=self.node) from err
+            raise
+        try:
+            data = json.loads(body) if code == 200 else None
+        except ValueError:
+            data = None
+        if data is None:
+            raise StoreError(
+                f"unexpected answer from the podman API service at {self.url}: "
+                f"{status_line or 'nothing'}",
+                "check the podman service on the node (podman system service)",
+                node=self.node,
+            )
+        return data
+
+    def named_images(self) -> tuple[ImageInfo, ...]:
+        """Every image that has a name, with its names, in one call."""
+        rows = self._get("/images/json") or []
+        found = (image_info({**row, "NamesHistory": row.get("History")}) for row in rows)
+        return tuple(image for image in found if image.names)
+
+    def containers(self, *, running_only: bool = False) -> tuple[Container, ...]:
+        rows = self._get(f"/containers/json?all={'false' if running_only else 'true'}") or []
+        return tuple(
+            Container(
+                name=(row.get("Names") or [""])[0],
+                id=row.get("Id", ""),
+                image=row.get("Image", ""),
+                image_id=row.get("ImageID", ""),
+                state=str(row.get("State", "")),
+            )
+            for row in rows
+        )
+
+    def resolve(self, floating: str) -> Resolution:
+        """One inspect: podman's own lookup of ``floating`` (for a short name)."""
+        found = inspect_over_socket(self.socket, floating, node=self.node, timeout=self.timeout)
+        if found is None:
+            return Unresolved(self.node, floating)
+        return Resolved(self.node, floating, found)
+
+    def close(self) -> None:
+        if self.tunnel is not None:
+            self.tunnel.close()
+
+
+def open_view(node: str, url: str, config: Config) -> StoreView:
+    """The view of ``node``'s store at ``url`` (``unix://PATH``, or ``ssh://`` through a tunnel)."""
+    if url.startswith("unix://"):
+        return StoreView(node, url, url[len("unix://") :])
+    if not url.startswith("ssh://"):
+        raise NodeUnreachable(
+            f"unsupported podman URL {url!r}",
+            "use unix:///run/podman/podman.sock or ssh://USER@HOST/run/podman/podman.sock",
+            node=node,
+        )
+    from pcmkimg.adapters import tunnel as tunnel_mod
+    from pcmkimg.core.pulls import HostKeyRejected
+
+    ssh = config.ssh
+    try:
+        tunnel = tunnel_mod.open_tunnel(
+            url,
+            known_hosts=ssh.known_hosts,
+            identity_file=ssh.identity_file,
+            connect_timeout=ssh.connect_timeout,
+            timeout=tunnel_mod.OPEN_TIMEOUT,
+        )
+    except tunnel_mod.TunnelFailed as err:
+        kind = HostKeyRejected if err.host_key else NodeUnreachable
+        raise kind(err.message, err.fix or _unreachable_fix(url), node=node) from err
+    return StoreView(node, url, tunnel.local_url[len("unix://") :], tunnel)
+
+
+@dataclass
+class StoreViews:
+    """The nodes' store views, opened on first use, closed together. ``local_node`` is asked
+    only for a node the configuration does not list (it costs a Pacemaker tool call)."""
+
+    config: Config
+    local_node: Callable[[], str | None]
+    opened: dict[str, StoreView] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, node: str) -> StoreView:
+        with self._lock:
+            if node in self.opened:
+                return self.opened[node]
+        local = None if node in self.config.nodes else self.local_node()
+        view = open_view(node, self.config.url_for(node, local_node=local), self.config)
+        with self._lock:
+            self.opened[node] = view
+        return view
+
+    def each(self, nodes: Sequence[str], work: Callable[[StoreView], object]) -> dict:
+        """``work`` on each node's view in parallel: node -> result or the error raised."""
+
+        def one(node: str) -> object:
+            try:
+                return work(self.get(node))
+            except Exception as exc:  # one node's failure is that node's answer, not a crash
+                return exc
+
+        if not nodes:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+            return dict(zip(nodes, pool.map(one, nodes)))
+
+    def close(self) -> None:
+        for view in self.opened.values():
+            try:
+                view.close()
+            except Exception:  # closing is best effort; the process ends soon
+                pass
+        self.opened.clear()
+
+
+@contextmanager
+def open_views(config: Config, local_node: Callable[[], str | None]) -> Iterator[StoreViews]:
+    views = StoreViews(config, _once(local_node))
+    try:
+        yield views
+    finally:
+        views.close()
+
+
+def _once(ask: Callable[[], str | None]) -> Callable[[], str | None]:
+    lock = threading.Lock()
+    answer: list[str | None] = []
+
+    def once() -> str | None:
+        with lock:
+            if not answer:
+                answer.append(ask())
+            return answer[0]
+
+    return once
