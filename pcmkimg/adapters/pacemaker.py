@@ -599,18 +599,52 @@ def _version(runner: Runner) -> cib.Element:
     return root
 
 
+def _both(first: Callable[[], cib.Element], second: Callable[[], cib.Element]) -> tuple:  # type: ignore[type-arg]
+    """``first()`` in a thread while ``second()`` runs here; its error is raised here."""
+    import threading
+
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(first())
+        except BaseException as exc:  # handed to the caller below
+            out.append(exc)
+
+    thread = threading.Thread(target=run, name="pcmkimg-cib-read", daemon=True)
+    thread.start()
+    try:
+        other = second()
+    finally:
+        thread.join()
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0], other
+
+
 def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.Element]:
     """The configuration section alone (``--scope configuration``: a few hundred kB where the
     whole CIB with its status history can be 50 MB) under its ``<cib>`` element and version,
     and ``crm_mon --output-as=xml``, from one snapshot: the configuration's version is the
-    same before and after crm_mon reads the state (else it is read again)."""
+    same before and after crm_mon reads the state (else it is read again).
+
+    Offline, the saved CIB is one file that nothing changes: one ``cibadmin --query`` (every
+    call would parse the whole file again), its status section dropped."""
+    if runner.offline:
+        whole = query_cib(runner)
+        for status in whole.findall("status"):
+            whole.remove(status)
+        return whole, status_xml(runner)
     for attempt in range(1, attempts + 1):
         head = _version(runner)
-        section = cib.parse_xml(
-            runner.run(["cibadmin", "--query", "--scope", "configuration"]).stdout
+        # The configuration and crm_mon at once: both lie between the two version reads.
+        section, mon = _both(
+            lambda: cib.parse_xml(
+                runner.run(["cibadmin", "--query", "--scope", "configuration"]).stdout
+            ),
+            lambda: status_xml(runner),
         )
-        mon = status_xml(runner)
-        if runner.offline or cib.cib_version(_version(runner))[:2] == cib.cib_version(head)[:2]:
+        if cib.cib_version(_version(runner))[:2] == cib.cib_version(head)[:2]:
             break
         if attempt == attempts:
             raise CibChangedError(

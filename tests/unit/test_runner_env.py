@@ -89,12 +89,13 @@ def test_read_cluster_reads_the_configuration_alone_under_its_version() -> None:
     r = _snapshot_runner([24, 24])
     cluster = pm.read_cluster(r)
     calls = r.backend.argvs()  # type: ignore[attr-defined]
-    assert calls == [
-        ("cibadmin", "--query", "--no-children"),
+    version = ("cibadmin", "--query", "--no-children")
+    assert calls[0] == calls[3] == version  # the configuration and crm_mon (at once) between
+    assert set(calls[1:3]) == {
         ("cibadmin", "--query", "--scope", "configuration"),
         ("crm_mon", "-1", "--output-as=xml"),
-        ("cibadmin", "--query", "--no-children"),
-    ]
+    }
+    assert len(calls) == 4
     assert ("cibadmin", "--query") not in calls  # never the whole CIB with its status
     assert cib.cib_version(cluster.config) == cib.CibVersion(0, 24, 7)
     assert cluster.config.find("status") is None
@@ -107,3 +108,19 @@ def test_read_cluster_reads_again_when_the_configuration_changed_meanwhile() -> 
     cluster = pm.read_cluster(r)
     assert cib.cib_version(cluster.config).epoch == 25
     assert r.backend.argvs().count(("crm_mon", "-1", "--output-as=xml")) == 2  # type: ignore[attr-defined]
+
+
+def test_offline_the_saved_cib_is_read_once_and_its_status_dropped() -> None:
+    answers = {
+        ("cibadmin", "--query"): [(0, fixtures.text("status-ok.xml"), "")],
+        ("crm_mon",): [(0, fixtures.text("mon-ok.xml"), "")],
+    }
+    r = pm.Runner(cib_file="/tmp/saved.xml", backend=Recorded(answers))  # type: ignore[arg-type]
+    cluster = pm.read_cluster(r)
+    assert r.backend.argvs() == [  # type: ignore[attr-defined]
+        ("cibadmin", "--query"),
+        ("crm_mon", "-1", "--output-as=xml"),
+    ]
+    assert (
+        cluster.config.find("status") is None and cluster.config.find("configuration") is not None
+    )
