@@ -119,10 +119,11 @@ class ClusterStatus:
         return found
 
     @functools.cached_property
-    def _failures_by_resource(self) -> dict[str, list[Failure]]:
-        found: dict[str, list[Failure]] = {}
-        for f in self.failures:
-            found.setdefault(f.resource, []).append(f)
+    def _failures_by_resource(self) -> dict[str, list[tuple[int, Failure]]]:
+        """resource -> (position in :attr:`failures`, failure), in crm_mon's order."""
+        found: dict[str, list[tuple[int, Failure]]] = {}
+        for i, f in enumerate(self.failures):
+            found.setdefault(f.resource, []).append((i, f))
         return found
 
     def node(self, name: str) -> NodeStatus | None:
@@ -163,15 +164,9 @@ class ClusterStatus:
         hosts: dict[str, str | None] = {
             r.guest: (r.node if r.active else None) for r in replicas if r.guest
         }
-        by_resource, order = self._failures_by_resource, self._failure_order
-        found = sorted(
-            (f for rid in wanted for f in by_resource.get(rid, ())), key=lambda f: order[id(f)]
-        )
-        return [(hosts[f.node] if f.node in hosts else f.node, f) for f in found]
-
-    @functools.cached_property
-    def _failure_order(self) -> dict[int, int]:
-        return {id(f): i for i, f in enumerate(self.failures)}
+        by_resource = self._failures_by_resource
+        found = sorted(pair for rid in wanted for pair in by_resource.get(rid, ()))
+        return [(hosts[f.node] if f.node in hosts else f.node, f) for _, f in found]
 
 
 def _role(value: str | None) -> str:
