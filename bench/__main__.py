@@ -139,10 +139,15 @@ def report(times: dict[str, list[float]], rounds: int) -> bool:
             f"  {name:<{width}}  {med[name] * 1000:8.1f}   "
             f"({min(values) * 1000:.1f}-{max(values) * 1000:.1f})"
         )
+    return check_budgets(times, BUDGETS, "budgets")
+
+
+def check_budgets(times: dict[str, list[float]], budgets: Sequence[Budget], title: str) -> bool:
+    """Print each budget's ratio of medians and verdict; True when every one holds."""
     ok = True
-    print("budgets:")
-    for b in BUDGETS:
-        ratio = med[b.ours] / med[b.baseline]
+    print(f"{title}:")
+    for b in budgets:
+        ratio = statistics.median(times[b.ours]) / statistics.median(times[b.baseline])
         verdict = "OK" if ratio <= b.ratio else "OVER BUDGET"
         ok = ok and ratio <= b.ratio
         print(f"  {b.label}: {ratio:.2f} (budget <= {b.ratio:g}) {verdict}")
@@ -361,14 +366,7 @@ def report_restarts(times: dict[str, list[float]], runs: int = RESTART_RUNS) -> 
             f"  {name:<{width}}  {min(values):7.2f} {statistics.median(values):7.2f} "
             f"{max(values):7.2f}"
         )
-    ok = True
-    print("restart budgets:")
-    for b in RESTART_BUDGETS:
-        ratio = statistics.median(times[b.ours]) / statistics.median(times[b.baseline])
-        verdict = "OK" if ratio <= b.ratio else "OVER BUDGET"
-        ok = ok and ratio <= b.ratio
-        print(f"  {b.label}: {ratio:.2f} (budget <= {b.ratio:g}) {verdict}")
-    return ok
+    return check_budgets(times, RESTART_BUDGETS, "restart budgets")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,8 +1,9 @@
 """pcmkimg's own restart, live (issue 14): in place for the three bundle shapes (3 of 3, 2 of 3,
 promotable), and a SIGKILL'd restart whose constraint stops being in force after its lifetime.
 
-Each restart is watched from outside (crm_mon XML every 0.1 s): the restarted replica must
-never be active on any other node, and its container on the node must be a new one.
+Each restart is watched from outside (the shapes tests' Watch, crm_mon XML every 0.1 s): the
+restarted replica must never be active on any other node, and its container on the node must
+be a new one.
 """
 
 from __future__ import annotations
@@ -11,15 +12,14 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.core import cib, restart
+from tests.integration.test_bundle_shapes_live import Watch
 from tests.sandbox.cluster import Cluster
 from tests.sandbox.fixtures import Sandbox
 from tests.sandbox.registry import stateful_missing
@@ -44,39 +44,6 @@ def bans(r: pm.Runner, bundle: str) -> list[str]:
     return [c.id for c in cib.cli_constraints(pm.query_cib(r)) if c.resource == bundle]
 
 
-@dataclass
-class Where:
-    """Where replica ``index`` of ``bundle`` is active, read from crm_mon every 0.1 s."""
-
-    r: pm.Runner
-    bundle: str
-    index: int
-    seen: list[str | None] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                mine = [
-                    x for x in pm.status(self.r).replicas_of(self.bundle) if x.replica == self.index
-                ]
-                self.seen.append(mine[0].node if mine and mine[0].active else None)
-            except pm.PacemakerError:
-                pass
-            self._stop.wait(0.1)
-
-    def __enter__(self) -> Where:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(timeout=30)
-
-
 def restart_in_place(cl: Cluster, bundle: str, node: str) -> pm.RestartReport:
     """Restart the replica of ``bundle`` on ``node``; check it came back there and only there,
     in a new container, with no constraint left."""
@@ -85,11 +52,15 @@ def restart_in_place(cl: Cluster, bundle: str, node: str) -> pm.RestartReport:
     assert replica is not None and replica.active
     old = container_id(cl, node, replica.container_id)
     assert old is not None
-    with Where(r, bundle, replica.replica) as where:
+    with Watch(cl, bundle, interval=0.1) as watch:
         report = pm.restart_replica(r, bundle, node, timeout=120)
+    seen = [
+        next((x.node for x in sample if x.index == replica.replica and x.active), None)
+        for sample in watch.samples
+    ]
     assert (report.node, report.replica) == (node, replica.replica)
-    assert set(where.seen) <= {node, None}, where.seen  # never active on another node
-    assert where.seen[-1] == node
+    assert set(seen) <= {node, None}, seen  # never active on another node
+    assert seen and seen[-1] == node
     new = container_id(cl, node, replica.container_id)
     assert new is not None and new != old
     after = pm.status(r).replica_on(bundle, node)
