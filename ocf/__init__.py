@@ -25,7 +25,6 @@ from __future__ import annotations
 from ocf.agent import (
     Action,
     Agent,
-    Handler,
     Parameter,
     ParamType,
     parse_bool,
@@ -38,6 +37,7 @@ from ocf.rc import OCFRC, OCFError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ocf.agent import Handler
     from ocf.metadata import escape_attr, escape_text, render_metadata
 
 #: Names of :mod:`ocf.metadata`, imported on first use: only ``meta-data`` needs them.
@@ -49,6 +49,10 @@ def __getattr__(name: str) -> object:
         from ocf import metadata
 
         return getattr(metadata, name)
+    if name == "Handler":  # a type alias on collections.abc: built on first use
+        from ocf import agent
+
+        return agent.Handler
     raise AttributeError(f"module 'ocf' has no attribute {name!r}")
 
 

@@ -6,15 +6,15 @@ against both ``ra-api-1.dtd`` (what ``ocf-tester`` checks) and pcs's OCF 1.1 Rel
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
-
-# typing is not imported at run time: every action of an agent would pay a few milliseconds
-# for it, and annotations are not evaluated (PEP 563).
+# Neither typing, collections.abc, re, dataclasses nor enum is imported at run time: every
+# action of an agent would pay for them (dataclasses alone pulls in inspect, ast and dis), and
+# annotations are not evaluated (PEP 563). Type checkers see the standard dataclass and Enum;
+# the run time gets their light stand-ins (ocf._light).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from dataclasses import dataclass, field
+    from enum import Enum
     from typing import Union
 
     from ocf.dispatch import Context
@@ -22,8 +22,21 @@ if TYPE_CHECKING:
     Duration = Union[int, str]
     Default = Union[str, int, bool, None]
 
-#: A handler gets the parsed request and returns an exit code (an :class:`ocf.OCFRC`).
-Handler = Callable[["Context"], int]
+    #: A handler gets the parsed request and returns an exit code (an :class:`ocf.OCFRC`).
+    Handler = Callable[["Context"], int]
+else:
+    from ocf._light import Enum, dataclass, field
+
+
+def __getattr__(name: str) -> object:
+    if name == "Handler":  # built on first use: collections.abc costs every action otherwise
+        from collections.abc import Callable
+
+        handler = Callable[["Context"], int]
+        globals()["Handler"] = handler
+        return handler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The action names ``ra-api-1.dtd`` allows in metadata (OCF 1.1 adds ``reload-agent``, which
 #: ``xmllint --valid`` rejects, so it is left out).
@@ -55,9 +68,31 @@ BUILTIN_ACTIONS = frozenset({"meta-data", "usage", "help"})
 TRUE_WORDS = frozenset({"1", "yes", "true", "on", "y", "ja"})
 FALSE_WORDS = frozenset({"0", "no", "false", "off", "n", "nein"})
 
-_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DURATION = re.compile(r"[0-9]+(ms|msec|s|sec|m|min|h|hr)?\Z")
-_INTEGER = re.compile(r"[+-]?[0-9]+\Z")
+#: The unit suffixes of a duration, longest first (``20``, ``20s``, ``500ms``, ``2min``).
+_DURATION_UNITS = ("msec", "min", "sec", "ms", "hr", "s", "m", "h")
+
+
+def _is_digits(text: str) -> bool:
+    """``[0-9]+``: ASCII digits only (``str.isdigit`` accepts other scripts' digits too)."""
+    return text.isascii() and text.isdigit()
+
+
+def _is_param_name(text: str) -> bool:
+    """``[A-Za-z_][A-Za-z0-9_]*``: an ASCII identifier is exactly that."""
+    return text.isascii() and text.isidentifier()
+
+
+def _is_duration(text: str) -> bool:
+    """``[0-9]+(ms|msec|s|sec|m|min|h|hr)?``"""
+    for unit in _DURATION_UNITS:
+        if text.endswith(unit):
+            return _is_digits(text[: -len(unit)])
+    return _is_digits(text)
+
+
+def _is_integer(text: str) -> bool:
+    """``[+-]?[0-9]+``"""
+    return _is_digits(text[1:] if text[:1] in ("+", "-") else text)
 
 
 class ParamType(str, Enum):
@@ -81,7 +116,7 @@ def parse_bool(value: str) -> bool | None:
 def parse_int(value: str) -> int | None:
     """A decimal integer, or None when ``value`` is not one."""
     text = value.strip()
-    return int(text) if _INTEGER.match(text) else None
+    return int(text) if _is_integer(text) else None
 
 
 def check_value(ptype: ParamType, value: str) -> str | None:
@@ -101,7 +136,7 @@ def duration_text(value: Duration) -> str:
         if value < 0:
             raise ValueError(f"negative duration: {value}")
         return f"{value}s"
-    if not _DURATION.match(value):
+    if not isinstance(value, str) or not _is_duration(value):
         raise ValueError(f"not a duration: {value!r} (use e.g. 20, '20s', '500ms', '2min')")
     return value
 
@@ -119,7 +154,7 @@ class Parameter:
     unique: bool = False
 
     def __post_init__(self) -> None:
-        if not _PARAM_NAME.match(self.name):
+        if not isinstance(self.name, str) or not _is_param_name(self.name):
             raise ValueError(f"invalid parameter name: {self.name!r}")
         if self.name.startswith("CRM_meta_"):
             raise ValueError(f"{self.name}: the CRM_meta_ prefix belongs to Pacemaker")
@@ -165,7 +200,9 @@ class Action:
             duration_text(self.interval)
         if self.depth is not None and (isinstance(self.depth, bool) or self.depth < 0):
             raise ValueError(f"{self.name}: depth must be a non-negative int")
-        if self.role is not None and not re.match(r"[A-Za-z]+\Z", self.role):
+        if self.role is not None and not (
+            isinstance(self.role, str) and self.role.isascii() and self.role.isalpha()
+        ):
             raise ValueError(f"{self.name}: invalid role {self.role!r}")
 
 

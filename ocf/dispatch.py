@@ -31,17 +31,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from ocf.agent import Agent, ParamType, check_value, parse_bool, parse_int
 from ocf.env import DEFAULT_EXIT_REASON_PREFIX, Environment, parse_environment
 from ocf.log import Level, Logger
 from ocf.rc import OCFRC, OCFError
 
-TYPE_CHECKING = False  # no run-time import of typing (see ocf.agent)
+TYPE_CHECKING = False  # no run-time import of typing, collections.abc or dataclasses (ocf.agent)
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from dataclasses import dataclass, field
     from typing import TextIO
+else:
+    from ocf._light import dataclass, field
 
 USAGE_ACTIONS = frozenset({"usage", "help", "-h", "--help"})
 LENIENT_ACTIONS = frozenset({"stop"})

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 from ocf.agent import Agent, check_value, parse_int
+
+TYPE_CHECKING = False  # no run-time import of typing, collections.abc or dataclasses (ocf.agent)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from dataclasses import dataclass, field
+else:
+    from ocf._light import dataclass, field
 
 RESKEY = "OCF_RESKEY_"
 META = "OCF_RESKEY_CRM_meta_"

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from enum import Enum
 
 from ocf.env import DEFAULT_DATEFMT, Environment
 
-TYPE_CHECKING = False  # no run-time import of typing (see ocf.agent)
+TYPE_CHECKING = False  # no run-time import of typing, dataclasses or enum (see ocf.agent)
 if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+    from enum import Enum
     from typing import TextIO
+else:
+    from ocf._light import Enum, dataclass, field
 
 
 class Level(str, Enum):

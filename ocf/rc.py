@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
+TYPE_CHECKING = False  # no run-time import of enum (see ocf.agent)
+if TYPE_CHECKING:
+    from enum import IntEnum
+else:
+    from ocf._light import IntEnum
 
 
 class OCFRC(IntEnum):

@@ -17,43 +17,139 @@ registry holds:
   the bundle pull the name.
   190 (degraded) when there is no such image or podman refuses the tag: the
   container itself is fine, and a failure would restart it.
+* a probe (monitor with interval 0) says 7 when the name does not resolve,
+  whatever state a former run left: the replica must not start here on a name
+  that would be pulled. It gives the name back only to the image that running
+  containers of the name run (a replica that runs here on it), never from its
+  records.
 * stop: always 0; clears the state and the attribute.
 * validate-all: parameters only at OCF_CHECK_LEVEL 0 (so that ``pcs resource
   create`` works on a node without the image); at level 10 the name must also
   resolve here.
 
-OCF return codes are chosen here and nowhere else. Every import beyond the
-toolkit is lazy, so that meta-data and monitor stay fast: meta-data imports
-nothing more; monitor reads the store with :mod:`pcmkimg.adapters.localstore` (standard
-library only) and describes the image with :mod:`pcmkimg.core.naming`, never
-podman-py, lxml, the configuration or the pacemaker runner (unless the image
-moved); only a heal imports more. It trusts the floating name recorded at start
-when the parameter still reads the same, so that a monitor that finds the name
-does not parse it again.
+The state (``STATE_DIR/INSTANCE.state``) is trusted only when its directory and
+the file itself belong to the agent's user and nobody else can write them
+(checked on every read, the file opened with ``O_NOFOLLOW``); else the agent
+acts as if there were none. Keys it does not know are ignored.
+
+OCF return codes are chosen here and nowhere else. The monitor runs every 30 s
+on every node in a fresh interpreter, so its normal path stays on the cheapest
+modules of the standard library: the state records the podman API's answer for
+the name, and a monitor whose answer is the same byte for byte is done
+(:mod:`pcmkimg.adapters.apisocket`: ``_socket`` only). Only an answer that
+changed is parsed (JSON, the reference and naming rules), and only a heal
+imports the store adapter; never podman-py, lxml, the configuration or the
+pacemaker runner unless the image moved.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
 
 from ocf import OCFRC, Action, Agent, Context, OCFError, Parameter
 from pcmkimg import GUARD_MONITOR_INTERVAL, GUARD_TIMEOUTS, PODMAN_SOCKET
+
+TYPE_CHECKING = False  # typing costs every monitor: not imported at run time
+if TYPE_CHECKING:
+    from pcmkimg.core.images import Resolved
 
 DEFAULT_URL = PODMAN_SOCKET
 STATE_DIR = "/run/pcmkimg"
 REASON_MAX = 128
 """Pacemaker keeps only the first 128 characters of an exit reason."""
+STATE_HEAD = "pcmkimg-guard-state"
+"""The first word of a state file (then its format's version)."""
+STATE_KEYS = ("image", "image_id", "value", "attribute")
+STATE_MAX = 8 * 1024 * 1024
+"""A larger state file is not read (the API answer in it is limited to 4 MiB)."""
 
 
-@dataclass(frozen=True)
 class Published:
-    """What the agent recorded on start: the real image behind the floating name."""
+    """What the agent recorded: the real image behind the floating name, and ``answer``: the
+    podman API's answer for the name then (None when it came from the podman command)."""
 
-    image: str
-    image_id: str
-    value: str
-    attribute: str
+    __slots__ = ("image", "image_id", "value", "attribute", "answer")
+
+    def __init__(
+        self, image: str, image_id: str, value: str, attribute: str, answer: bytes | None = None
+    ) -> None:
+        self.image = image
+        self.image_id = image_id
+        self.value = value
+        self.attribute = attribute
+        self.answer = answer
+
+    def __repr__(self) -> str:
+        return (
+            f"Published(image={self.image!r}, image_id={self.image_id!r}, value={self.value!r}, "
+            f"attribute={self.attribute!r}, answer={'None' if self.answer is None else '...'})"
+        )
+
+    def with_answer(self, answer: bytes | None) -> Published:
+        return Published(self.image, self.image_id, self.value, self.attribute, answer)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out, chars = [], iter(text)
+    for char in chars:
+        if char == "\\":
+            nxt = next(chars, "")
+            out.append({"n": "\n", "r": "\r"}.get(nxt, nxt))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def dump_state(state: Published) -> bytes:
+    """A state file: ``pcmkimg-guard-state 2``, ``key=value`` lines, an empty line, then the
+    API's answer as it came (``answer=`` gives its length)."""
+    lines = [f"{STATE_HEAD} 2"]
+    lines += [f"{key}={_escape(getattr(state, key))}" for key in STATE_KEYS]
+    if state.answer is not None:
+        lines.append(f"answer={len(state.answer)}")
+    return ("\n".join(lines) + "\n\n").encode() + (state.answer or b"")
+
+
+def parse_state(data: bytes) -> Published | None:
+    """A state file's content (:func:`dump_state`, or the JSON of earlier versions); None when
+    it lacks a key the agent needs. Keys it does not know are ignored."""
+    fields: dict[str, str] = {}
+    answer = None
+    if data.startswith(b"{"):
+        import json
+
+        try:
+            raw = json.loads(data)
+        except ValueError:
+            return None
+        if isinstance(raw, dict):
+            fields = {k: v for k, v in raw.items() if k in STATE_KEYS and isinstance(v, str)}
+    else:
+        head, sep, rest = data.partition(b"\n\n")
+        try:
+            lines = head.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            return None
+        if not sep or not lines[0].startswith(f"{STATE_HEAD} "):
+            return None
+        for line in lines[1:]:
+            key, eq, value = line.partition("=")
+            if eq and key not in fields:
+                fields[key] = _unescape(value)
+        length = fields.get("answer", "")
+        if length.isascii() and length.isdigit() and int(length) == len(rest):
+            answer = rest
+    if any(key not in fields for key in STATE_KEYS):
+        return None
+    return Published(
+        fields["image"], fields["image_id"], fields["value"], fields["attribute"], answer
+    )
 
 
 def _floating(ctx: Context):  # type: ignore[no-untyped-def]
@@ -87,53 +183,135 @@ def _node(ctx: Context) -> str:
 
 
 def _state_base(ctx: Context) -> str:
-    """The state file's path without its suffix (``.json``, or ``.tmp`` while written)."""
+    """The state file's path without its suffix (``.state``, or ``.tmp`` while written)."""
     name = (ctx.instance or "floating-image").replace("/", "_")
     return os.path.join(ctx.param("state_dir") or STATE_DIR, name)
 
 
 def _state_path(ctx: Context) -> str:
+    return f"{_state_base(ctx)}.state"
+
+
+def _legacy_state_path(ctx: Context) -> str:
+    """Where agents before the ``.state`` format kept the state (JSON): read, then replaced."""
     return f"{_state_base(ctx)}.json"
 
 
-def _read_state(ctx: Context) -> Published | None:
-    import json
-
-    try:
-        with open(_state_path(ctx)) as src:
-            raw = json.load(src)
-        return Published(**raw)
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def _write_state(ctx: Context, state: Published) -> None:
-    import json
+def _dir_problem(directory: str, st: os.stat_result) -> str | None:
     import stat
 
-    base = _state_base(ctx)
-    directory = os.path.dirname(base)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    st = os.lstat(directory)
     if (
         not stat.S_ISDIR(st.st_mode)
         or st.st_uid != os.geteuid()
         or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
     ):
-        raise OCFError(
-            OCFRC.ERR_PERM,
+        return (
             f"state_dir {directory} must be a directory owned by uid {os.geteuid()}, "
-            "not writable by others",
+            "not writable by others"
         )
+    return None
+
+
+def _file_problem(path: str, st: os.stat_result) -> str | None:
+    import stat
+
+    if (
+        not stat.S_ISREG(st.st_mode)
+        or st.st_uid != os.geteuid()
+        or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    ):
+        return f"{path} must be a regular file owned by uid {os.geteuid()}, not writable by others"
+    if st.st_size > STATE_MAX:
+        return f"{path} is larger than {STATE_MAX} bytes"
+    return None
+
+
+def _read_bytes(fd: int) -> bytes:
+    chunks, size = [], 0
+    while size <= STATE_MAX:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _state_bytes(ctx: Context) -> tuple[bytes | None, str | None]:
+    """(the state file's content, None), (None, None) when there is none, or (None, why it
+    cannot be trusted). The directory and the file are checked on every read; a symlink is
+    never followed."""
+    directory = os.path.dirname(_state_base(ctx))
+    try:
+        problem = _dir_problem(directory, os.lstat(directory))
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cannot read state_dir {directory}: {exc}"
+    if problem:
+        return None, problem
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    for path in (_state_path(ctx), _legacy_state_path(ctx)):
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # ELOOP: a symlink
+            return None, f"cannot open {path} (never through a symlink): {exc}"
+        try:
+            problem = _file_problem(path, os.fstat(fd))
+            return (None, problem) if problem else (_read_bytes(fd), None)
+        except OSError as exc:
+            return None, f"cannot read {path}: {exc}"
+        finally:
+            os.close(fd)
+    return None, None
+
+
+def _read_state(ctx: Context) -> Published | None:
+    """The recorded state; None when there is none, or none to trust (said in the log)."""
+    data, problem = _state_bytes(ctx)
+    if problem is not None:
+        ctx.log.error(f"not trusting the guard's state, as if there were none: {problem}")
+        return None
+    if data is None:
+        return None
+    state = parse_state(data)
+    if state is None:
+        ctx.log.error(f"the guard's state in {_state_path(ctx)} is unreadable: ignored")
+    return state
+
+
+def _write_state(ctx: Context, state: Published) -> None:
+    base = _state_base(ctx)
+    directory = os.path.dirname(base)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    problem = _dir_problem(directory, os.lstat(directory))
+    if problem:
+        raise OCFError(OCFRC.ERR_PERM, problem)
     tmp = f"{base}.tmp"
     try:
         os.unlink(tmp)  # a stale one from a crash; never write through what is there
     except FileNotFoundError:
         pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(asdict(state), out)
-    os.replace(tmp, f"{base}.json")
+    data = memoryview(dump_state(state))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
+    os.replace(tmp, _state_path(ctx))
+    _remove(ctx, _legacy_state_path(ctx))
+
+
+def _remove(ctx: Context, path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        ctx.log.warning(f"could not remove {path}: {exc}")
 
 
 def _image_text(ctx: Context, recorded: str | None = None) -> str:
@@ -153,15 +331,83 @@ def _url(ctx: Context) -> str:
     return ctx.param("podman_url") or DEFAULT_URL
 
 
-def _resolve(ctx: Context, recorded: str | None = None):  # type: ignore[no-untyped-def]
-    """The floating name in this node's store: Resolved, or None when it is not there.
+def _resolve(ctx: Context, recorded: str | None = None) -> tuple[Resolved | None, bytes | None]:
+    """The floating name in this node's store: (Resolved, or None when it is not there; the
+    API's answer it was read from, None when it came from the podman command).
 
     ``recorded``: the floating name recorded at start (see :func:`_image_text`).
     """
-    return _find(ctx, _image_text(ctx, recorded))
+    name = _image_text(ctx, recorded)
+    url = _url(ctx)
+    if url.startswith("unix://"):
+        from pcmkimg.adapters import apisocket
+
+        try:
+            code, status, body = apisocket.request(
+                url[len("unix://") :], "GET", apisocket.image_target(name), timeout=8
+            )
+        except apisocket.NoAnswer as exc:
+            ctx.log.debug(f"the podman API socket gave no answer ({exc}): the podman command")
+        else:
+            return _from_answer(ctx, name, code, status, body), body if code == 200 else None
+    return _with_cli(ctx, name), None
 
 
-def _find(ctx: Context, name: str):  # type: ignore[no-untyped-def]
+def _from_answer(ctx: Context, name: str, code: int, status: str, body: bytes) -> Resolved | None:
+    """What an answer of ``GET /images/NAME/json`` says: the image, None for 404 (no image has
+    the name), an ERR_GENERIC for any other answer."""
+    import json
+
+    from pcmkimg.core.images import Resolved, image_info
+
+    if code == 404:
+        return None
+    try:
+        data = json.loads(body) if code == 200 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        ctx.log.error(f"unexpected answer of the podman API on {_node(ctx)}: {status}")
+        raise OCFError(OCFRC.ERR_GENERIC, fit(f"image store unreadable: {status or 'no answer'}"))
+    return Resolved(_node(ctx), name, image_info(data))
+
+
+def _unchanged(ctx: Context, state: Published) -> bool:
+    """The monitor's whole normal path: the API's answer for the name is the one recorded,
+    byte for byte, for the name the parameter still gives. Nothing parsed, nothing imported
+    beyond :mod:`pcmkimg.adapters.apisocket`."""
+    url = _url(ctx)
+    if state.answer is None or ctx.param("image") != state.image or not url.startswith("unix://"):
+        return False
+    from pcmkimg.adapters import apisocket
+
+    try:
+        code, _, body = apisocket.request(
+            url[len("unix://") :], "GET", apisocket.image_target(state.image), timeout=8
+        )
+    except apisocket.NoAnswer:
+        return False
+    return code == 200 and body == state.answer
+
+
+def _store_error(ctx: Context, exc: Exception) -> OCFError:
+    ctx.log.error(f"cannot read the image store on {_node(ctx)}: {exc}")
+    message = getattr(exc, "message", str(exc))
+    return OCFError(OCFRC.ERR_GENERIC, fit(f"image store unreadable: {message}"))
+
+
+def _with_cli(ctx: Context, name: str) -> Resolved | None:
+    """The name in this node's store, read with the podman command."""
+    from pcmkimg.adapters import localstore
+
+    try:
+        found = localstore.resolve_with_cli(name, node=_node(ctx), timeout=8)
+        return found if isinstance(found, localstore.Resolved) else None
+    except localstore.ImageError as exc:
+        raise _store_error(ctx, exc) from None
+
+
+def _find(ctx: Context, name: str) -> Resolved | None:
     """A name or an image ID in this node's store: Resolved, or None when it is not there."""
     from pcmkimg.adapters import localstore
 
@@ -169,8 +415,7 @@ def _find(ctx: Context, name: str):  # type: ignore[no-untyped-def]
         found = localstore.resolve_local(name, _url(ctx), node=_node(ctx), timeout=8)
         return found if isinstance(found, localstore.Resolved) else None
     except localstore.ImageError as exc:
-        ctx.log.error(f"cannot read the image store on {_node(ctx)}: {exc.one_line()}")
-        raise OCFError(OCFRC.ERR_GENERIC, fit(f"image store unreadable: {exc.message}")) from None
+        raise _store_error(ctx, exc) from None
 
 
 def _running_images(ctx: Context, name: str) -> tuple[str, ...]:
@@ -199,19 +444,20 @@ def fit(*candidates: str) -> str:
     return candidates[-1][: REASON_MAX - 3] + "..."
 
 
-def describe(resolved) -> str:  # type: ignore[no-untyped-def]
+def describe(resolved: Resolved) -> str:
     """The attribute value (:func:`pcmkimg.core.naming.describe`)."""
     from pcmkimg.core import naming
 
     return naming.describe(resolved)
 
 
-def _publish(ctx: Context, resolved) -> Published:  # type: ignore[no-untyped-def]
+def _publish(ctx: Context, resolved: Resolved, answer: bytes | None = None) -> Published:
     state = Published(
         image=str(_floating(ctx)),
         image_id=resolved.id,
         value=describe(resolved),
         attribute=_attribute(ctx),
+        answer=answer,
     )
     _write_state(ctx, state)
     _set_attribute(ctx, state.attribute, state.value)
@@ -259,10 +505,10 @@ def unresolved_reason(ctx: Context) -> str:
 
 
 def start(ctx: Context) -> int:
-    resolved = _resolve(ctx)
+    resolved, answer = _resolve(ctx)
     if resolved is None:
         raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
-    state = _publish(ctx, resolved)
+    state = _publish(ctx, resolved, answer)
     ctx.log.info(f"{state.image} is {state.value} ({state.image_id[:12]}) on {_node(ctx)}")
     return OCFRC.SUCCESS
 
@@ -270,13 +516,16 @@ def start(ctx: Context) -> int:
 def stop(ctx: Context) -> int:
     state = _read_state(ctx)
     if state is not None:
-        _set_attribute(ctx, state.attribute, None)
-    try:
-        os.unlink(_state_path(ctx))
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        ctx.log.warning(f"could not remove {_state_path(ctx)}: {exc}")
+        attribute: str | None = state.attribute
+    else:  # none, or none to trust: the attribute the parameters name, never one from a file
+        try:
+            attribute = _attribute(ctx)
+        except OCFError:
+            attribute = None  # misconfigured: it cannot have published anything
+    if attribute:
+        _set_attribute(ctx, attribute, None)
+    _remove(ctx, _state_path(ctx))
+    _remove(ctx, _legacy_state_path(ctx))
     return OCFRC.SUCCESS
 
 
@@ -284,43 +533,57 @@ def monitor(ctx: Context) -> int:
     state = _read_state(ctx)
     if state is None:
         return OCFRC.NOT_RUNNING
+    if _unchanged(ctx, state):
+        return OCFRC.SUCCESS
     try:
-        resolved = _resolve(ctx, state.image)
+        resolved, answer = _resolve(ctx, state.image)
         if resolved is None:
             resolved = _heal(ctx, state)
+            answer = None  # read again by the next monitor
     except OCFError as exc:
         ctx.exit_reason(fit(f"running; {exc.reason}"))
         return OCFRC.DEGRADED
     if resolved is None:
-        return OCFRC.DEGRADED
-    if resolved.id != state.image_id or describe(resolved) != state.value:
-        try:
-            new = _publish(ctx, resolved)
-        except (OCFError, OSError) as exc:
-            # The replica is fine: a failed monitor here would restart it. Say it, degraded.
-            why = exc.reason if isinstance(exc, OCFError) else str(exc)
-            ctx.log.error(f"could not record the new image: {why}")
-            ctx.exit_reason(
-                fit(
-                    f"could not record the new image: {why}",
-                    "could not record the new image (see log)",
-                )
+        return OCFRC.NOT_RUNNING if ctx.is_probe else OCFRC.DEGRADED
+    try:
+        if resolved.id != state.image_id or describe(resolved) != state.value:
+            new = _publish(ctx, resolved, answer)
+            ctx.log.info(f"{new.image} moved to {new.value} ({new.image_id[:12]})")
+        elif answer is not None and answer != state.answer:
+            _write_state(ctx, state.with_answer(answer))  # the same image; say so next time
+    except (OCFError, OSError) as exc:
+        # The replica is fine: a failed monitor here would restart it. Say it, degraded.
+        why = exc.reason if isinstance(exc, OCFError) else str(exc)
+        ctx.log.error(f"could not record the new image: {why}")
+        ctx.exit_reason(
+            fit(
+                f"could not record the new image: {why}",
+                "could not record the new image (see log)",
             )
-            return OCFRC.DEGRADED
-        ctx.log.info(f"{new.image} moved to {new.value} ({new.image_id[:12]})")
+        )
+        return OCFRC.DEGRADED
     return OCFRC.SUCCESS
 
 
-def _heal(ctx: Context, state: Published):  # type: ignore[no-untyped-def]
+def _heal(ctx: Context, state: Published) -> Resolved | None:
     """The floating name vanished under the running replica: give it back to the image recorded
     in the state, else to the image that the name's running containers run, so that a restart
     here does not make the bundle pull the name. The name resolved again; or None, with the exit
     reason of a 190 (degraded), when there is no such image or podman refuses the tag. Never a
-    failure: that would restart a healthy replica."""
+    failure: that would restart a healthy replica.
+
+    A probe gives the name back only to the image that running containers of the name run; with
+    none, it returns None without an exit reason (the probe says 7: not running here)."""
     from pcmkimg.adapters import localstore
 
     node = _node(ctx)
     image_id = _heal_source(ctx, state)
+    if image_id is None and ctx.is_probe:
+        ctx.log.info(
+            f"probe: {state.image} is not in the store of {node} and no container of it runs "
+            "here: not running (a former state is not enough)"
+        )
+        return None
     if image_id is None:
         ctx.log.warning(
             f"{state.image} vanished from {node}, and no image to give it back to is here "
@@ -339,6 +602,8 @@ def _heal(ctx: Context, state: Published):  # type: ignore[no-untyped-def]
             f"failed: {exc.one_line()}; the running replica is fine, but a restart here would "
             f"fail; fix: {fix_hint(ctx)}"
         )
+        if ctx.is_probe:
+            return None
         head = state.image if len(state.image) <= REASON_MAX // 2 else "image"
         ctx.exit_reason(fit(f"{head} vanished; re-tag failed: {exc.detail}"))
         return None
@@ -346,17 +611,18 @@ def _heal(ctx: Context, state: Published):  # type: ignore[no-untyped-def]
         f"{state.image} vanished from {node} under the running replica: tagged image "
         f"{image_id[:12]} with it again, so that a restart here does not pull it"
     )
-    resolved = _resolve(ctx, state.image)
-    if resolved is None:  # untagged again at once: the next monitor tries again
+    resolved, _ = _resolve(ctx, state.image)
+    if resolved is None and not ctx.is_probe:  # untagged again at once: the next monitor tries
         ctx.exit_reason(fit(f"{state.image} vanished again after its re-tag"))
     return resolved
 
 
 def _heal_source(ctx: Context, state: Published) -> str | None:
     """The image to give the vanished name back to: the one recorded in the state while it is in
-    the store, else the one that the running containers created from the name run (if only one).
+    the store (not for a probe), else the one that the running containers created from the name
+    run (if only one).
     """
-    if state.image_id and _find(ctx, state.image_id) is not None:
+    if not ctx.is_probe and state.image_id and _find(ctx, state.image_id) is not None:
         return state.image_id
     running = _running_images(ctx, state.image)
     if len(running) > 1:
@@ -378,7 +644,7 @@ def validate(ctx: Context) -> int:
                 "podman_url: the guard reads the local store only; use unix:///PATH",
             ),
         )
-    if ctx.check_level >= 10 and _resolve(ctx) is None:
+    if ctx.check_level >= 10 and _resolve(ctx)[0] is None:
         raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
     return OCFRC.SUCCESS
 

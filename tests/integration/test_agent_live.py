@@ -83,7 +83,7 @@ def test_ocf_tester_passes_on_a_podman_node_holding_the_name(podman_sandbox, age
     sb.podman(node, "pull", "-q", ref)
     sb.podman(node, "tag", ref, FLOATING)
     instance = f"pcmkimg-tester-{os.getpid()}"
-    state = Path("/run/pcmkimg") / f"{instance}.json"
+    state = Path("/run/pcmkimg") / f"{instance}.state"
     had_state_dir = state.parent.exists()
     try:
         result = _ocf_tester(

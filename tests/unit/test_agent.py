@@ -60,13 +60,14 @@ class World:
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> World:
     w = World()
+    monkeypatch.setattr(agent, "_unchanged", lambda ctx, state: False)  # no API socket here
 
     def fake_resolve(ctx, recorded=None):  # type: ignore[no-untyped-def]
         agent._image_text(ctx, recorded)
         w.resolves += 1
         if isinstance(w.store, Exception):
             raise w.store
-        return w.store
+        return w.store, None
 
     def fake_set(ctx, name: str, value: str | None) -> None:  # type: ignore[no-untyped-def]
         if value is None:
@@ -246,7 +247,7 @@ def test_start_records_state_and_publishes_the_real_image(world: World, state_di
     result = act("start", state_dir)
     assert result.rc == OCFRC.SUCCESS, result.stderr
     assert world.attributes == {"pcmkimg-svc": f"reg.example.com/ns1/svc:1.0@{DIGEST}"}
-    state = state_dir / "svc-guard.json"
+    state = state_dir / "svc-guard.state"
     assert stat.S_IMODE(state.stat().st_mode) == 0o600
     assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
     assert act("start", state_dir).rc == OCFRC.SUCCESS  # a started resource starts again
@@ -259,7 +260,7 @@ def test_start_refuses_a_state_dir_others_can_write(world: World, state_dir: Pat
     result = act("start", state_dir)
     assert result.rc == OCFRC.ERR_PERM
     assert "not writable by others" in result.stderr
-    assert not (state_dir / "svc-guard.json").exists()
+    assert not (state_dir / "svc-guard.state").exists()
 
 
 def test_start_never_writes_through_a_planted_symlink(world: World, state_dir: Path) -> None:
@@ -270,7 +271,7 @@ def test_start_never_writes_through_a_planted_symlink(world: World, state_dir: P
     (state_dir / "svc-guard.tmp").symlink_to(victim)
     assert act("start", state_dir).rc == OCFRC.SUCCESS
     assert victim.read_text() == "keep"
-    assert not (state_dir / "svc-guard.json").is_symlink()
+    assert not (state_dir / "svc-guard.state").is_symlink()
 
 
 def test_attribute_parameter_overrides_the_name(world: World, state_dir: Path) -> None:
@@ -286,7 +287,7 @@ def test_stop_clears_state_and_attribute_and_is_idempotent(world: World, state_d
     act("start", state_dir)
     assert act("stop", state_dir).rc == OCFRC.SUCCESS
     assert world.attributes == {}
-    assert not (state_dir / "svc-guard.json").exists()
+    assert not (state_dir / "svc-guard.state").exists()
     assert act("stop", state_dir).rc == OCFRC.SUCCESS
 
 
@@ -323,12 +324,11 @@ def test_monitor_is_degraded_when_the_name_vanished_and_no_image_is_left(
     started: World, state_dir: Path
 ) -> None:
     started.store = None  # the name is gone, and so is the image recorded at start
-    for interval in ("30000", "0"):  # a probe of a running guard says the same
-        result = act("monitor", state_dir, interval=interval)
-        assert result.rc == OCFRC.DEGRADED
-        assert result.reasons == [
-            f"{FLOATING} vanished; fix: pcmkimg update --node controller-1 svc --image REF"
-        ]
+    result = act("monitor", state_dir)
+    assert result.rc == OCFRC.DEGRADED
+    assert result.reasons == [
+        f"{FLOATING} vanished; fix: pcmkimg update --node controller-1 svc --image REF"
+    ]
     assert started.tagged == []
     # The attribute keeps the last image known to run here.
     assert started.attributes["pcmkimg-svc"].startswith("reg.example.com/ns1/svc:1.0@")
@@ -339,7 +339,7 @@ def test_monitor_heals_a_vanished_name_with_the_recorded_image(
 ) -> None:
     """Another tool untagged the name under the running replica: the guard tags it back, so
     that the next start of the replica finds it instead of pulling it."""
-    recorded = (state_dir / "svc-guard.json").read_text()
+    recorded = (state_dir / "svc-guard.state").read_text()
     shown = dict(started.attributes)
     started.store = None
     started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")
@@ -354,7 +354,7 @@ def test_monitor_heals_a_vanished_name_with_the_recorded_image(
     assert FLOATING in warnings[0] and ID_A[:12] in warnings[0]
     assert "vanished" in warnings[0] and "again" in warnings[0]
     # The state and the attribute still name the image that the name is on again.
-    assert (state_dir / "svc-guard.json").read_text() == recorded
+    assert (state_dir / "svc-guard.state").read_text() == recorded
     assert started.attributes == shown
     # The next monitor finds the name: nothing more to do.
     assert act("monitor", state_dir).rc == OCFRC.SUCCESS
@@ -371,7 +371,7 @@ def test_monitor_heals_with_the_image_the_replica_runs_when_the_recorded_one_is_
     assert result.rc == OCFRC.SUCCESS, result.stderr
     assert started.tagged == [(ID_B, FLOATING)]
     # The name is on another image now: the state and the attribute follow it.
-    assert json.loads((state_dir / "svc-guard.json").read_text())["image_id"] == ID_B
+    assert agent.parse_state((state_dir / "svc-guard.state").read_bytes()).image_id == ID_B
     assert started.attributes["pcmkimg-svc"] == f"reg.example.com/ns2/svc:1.1@{DIGEST}"
 
 
@@ -409,7 +409,7 @@ def test_monitor_whose_heal_is_refused_is_degraded_with_the_reason(
     started: World, state_dir: Path, refusal: Exception
 ) -> None:
     """Never a failure: a failed monitor would restart the healthy replica."""
-    recorded = (state_dir / "svc-guard.json").read_text()
+    recorded = (state_dir / "svc-guard.state").read_text()
     started.store = None
     started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")
     started.tag_error = refusal
@@ -419,7 +419,7 @@ def test_monitor_whose_heal_is_refused_is_degraded_with_the_reason(
     assert result.reasons[0].startswith(f"{FLOATING} vanished; re-tag failed: ")
     assert result.reasons[0].endswith("database is locked")
     assert "node controller-1" not in result.reasons[0]  # said once is enough: it is this node
-    assert (state_dir / "svc-guard.json").read_text() == recorded
+    assert (state_dir / "svc-guard.state").read_text() == recorded
 
 
 def test_monitor_is_degraded_when_the_store_cannot_be_read_during_a_heal(
@@ -453,7 +453,7 @@ def test_monitor_republishes_when_the_tag_moved(started: World, state_dir: Path)
     started.store = resolved(ID_B, "reg.example.com/ns2/svc:1.1")
     assert act("monitor", state_dir).rc == OCFRC.SUCCESS
     assert started.attributes["pcmkimg-svc"] == f"reg.example.com/ns2/svc:1.1@{DIGEST}"
-    assert ID_B in (state_dir / "svc-guard.json").read_text()
+    assert ID_B in (state_dir / "svc-guard.state").read_text()
 
 
 def test_resolve_maps_a_store_error_to_a_short_generic_failure(
@@ -464,9 +464,9 @@ def test_resolve_maps_a_store_error_to_a_short_generic_failure(
     def broken(*args: object, **kw: object) -> None:
         raise StoreError("podman said: " + "z" * 300, "look at it", node="controller-1")
 
-    monkeypatch.setattr(localstore, "resolve_local", broken)
+    monkeypatch.setattr(localstore, "resolve_with_cli", broken)
     monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
-    result = act("start", state_dir)
+    result = act("start", state_dir, podman_url=f"unix://{state_dir}/no-such.sock")
     assert result.rc == OCFRC.ERR_GENERIC
     assert result.reasons[0].startswith("image store unreadable: ")
     assert len(result.reasons[0]) <= agent.REASON_MAX
@@ -590,7 +590,7 @@ def test_monitor_imports_neither_podman_lxml_images_nor_config(
         "HA_LOGFILE": "/dev/null",
     }
     loaded = set(run_script("monitor", env)[1])
-    assert "pcmkimg.adapters.localstore" in loaded  # the store was read
+    assert "pcmkimg.adapters.apisocket" in loaded  # the store was read
     assert not loaded & {
         "pcmkimg.adapters.podman",
         "pcmkimg.adapters.config",
@@ -602,11 +602,12 @@ def test_monitor_imports_neither_podman_lxml_images_nor_config(
 def test_the_local_store_quotes_and_defaults_as_the_library_does() -> None:
     from urllib.parse import quote
 
-    from pcmkimg.adapters import config, localstore
+    from pcmkimg.adapters import apisocket, config, localstore
 
     assert localstore.LOCAL_URL == config.LOCAL_URL == agent.DEFAULT_URL
     for name in (FLOATING, "[::1]:5000/ns/img:1.0", f"reg.example.com/a_b/c-d@{DIGEST}", "é %/?#"):
         assert localstore._quote(name) == quote(name, safe="/:@")
+        assert apisocket.quote(name) == quote(name, safe="/:@")
 
 
 def test_meta_data_advertises_the_parameters_and_actions() -> None:
@@ -629,11 +630,8 @@ def test_monitor_that_cannot_record_a_moved_tag_is_degraded_not_failed(
 ) -> None:
     """A failed monitor would restart the replica (order + colocation): degraded instead."""
     started.store = resolved(ID_B, "reg.example.com/ns2/svc:1.1")
-    state_dir.chmod(0o777)  # the state can no longer be written safely
-    try:
-        result = act("monitor", state_dir)
-    finally:
-        state_dir.chmod(0o700)
+    (state_dir / "svc-guard.tmp").mkdir()  # the new state can no longer be written
+    result = act("monitor", state_dir)
     assert result.rc == OCFRC.DEGRADED
     assert "could not record the new image" in result.stderr
 
@@ -774,3 +772,283 @@ def test_every_fix_in_an_exit_reason_is_a_command_that_parses(
         assert result.exit_code == 0, f"{reason}: {result.output}"
     assert [p["image"] for p in parsed] == ["REF", "REF"]
     assert all(p["nodes"] in ((node,), ("NODE",)) for p in parsed)
+
+
+# --------------------------------------------------------------------------- a state not to trust
+
+
+def write_legacy_state(state_dir: Path, **extra: str) -> Path:
+    """A state file as agents before the line format wrote it (JSON), plus ``extra`` keys."""
+    state_dir.mkdir(mode=0o700, exist_ok=True)
+    recorded = {
+        "image": FLOATING,
+        "image_id": ID_A,
+        "value": f"reg.example.com/ns1/svc:1.0@{DIGEST}",
+        "attribute": "pcmkimg-svc",
+        **extra,
+    }
+    path = state_dir / "svc-guard.json"
+    path.write_text(json.dumps(recorded))
+    path.chmod(0o600)
+    return path
+
+
+def test_a_probe_answers_7_when_the_name_does_not_resolve(started: World, state_dir: Path) -> None:
+    """Issue 12.10: a leftover state file must not make a probe say "running" (190) where the
+    name is gone: the replica could then start here and pull the name."""
+    started.store = None
+    started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")  # recorded, still here
+    result = act("monitor", state_dir, interval="0")
+    assert result.rc == OCFRC.NOT_RUNNING, result.stderr
+    assert started.tagged == []  # a probe never gives the name back from its records
+
+
+def test_a_probe_gives_the_name_back_to_the_image_a_running_replica_runs(
+    started: World, state_dir: Path
+) -> None:
+    """A probe (after a cleanup) while the replica runs here: giving the name back to the image
+    the replica runs keeps it running; 7 would make Pacemaker restart it."""
+    started.store = None
+    started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")
+    started.images[ID_B] = image(ID_B, "reg.example.com/ns1/svc:1.1")
+    started.running = (ID_B,)
+    result = act("monitor", state_dir, interval="0")
+    assert result.rc == OCFRC.SUCCESS, result.stderr
+    assert started.tagged == [(ID_B, FLOATING)]
+
+
+@pytest.mark.parametrize("interval", ["30000", "0"])
+def test_unknown_keys_in_the_state_are_ignored(
+    world: World, state_dir: Path, interval: str
+) -> None:
+    """A state written by a newer agent (a downgrade) must not stop the guard: 7 from a
+    recurring monitor makes Pacemaker restart the replica."""
+    world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
+    write_legacy_state(state_dir, written_by="pcmkimg 9.9", answer_digest="x")
+    assert act("monitor", state_dir, interval=interval).rc == OCFRC.SUCCESS
+    # The same in the agent's own format.
+    assert act("start", state_dir).rc == OCFRC.SUCCESS
+    for path in state_dir.iterdir():
+        if path.suffix == ".state":
+            path.write_bytes(path.read_bytes().replace(b"\n", b"\nfuture_key=1\n", 1))
+    assert act("monitor", state_dir, interval=interval).rc == OCFRC.SUCCESS
+
+
+def test_a_state_dir_others_can_write_is_trusted_by_no_action(
+    world: World, state_dir: Path, tmp_path: Path
+) -> None:
+    """Refused at start, and no more trusted by probe, monitor or stop: whoever can write
+    there could make stop delete any node attribute, or a probe say "running"."""
+    world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
+    write_legacy_state(state_dir, attribute="victim")
+    world.attributes["victim"] = "keep"
+    world.attributes["pcmkimg-svc"] = "stale"
+    state_dir.chmod(0o777)
+    log = tmp_path / "agent.log"
+    assert act("monitor", state_dir, interval="0", HA_LOGFILE=str(log)).rc == OCFRC.NOT_RUNNING
+    assert "writable by others" in log.read_text()
+    assert act("monitor", state_dir).rc == OCFRC.NOT_RUNNING
+    assert act("stop", state_dir).rc == OCFRC.SUCCESS
+    assert world.attributes == {"victim": "keep"}  # the guard's own attribute only
+
+
+def test_a_symlinked_state_file_is_not_trusted(
+    world: World, state_dir: Path, tmp_path: Path
+) -> None:
+    world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
+    elsewhere = write_legacy_state(tmp_path / "elsewhere")
+    state_dir.mkdir(mode=0o700)
+    (state_dir / "svc-guard.json").symlink_to(elsewhere)
+    assert act("monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
+    assert act("monitor", state_dir).rc == OCFRC.NOT_RUNNING
+
+
+def test_a_state_file_of_another_owner_or_writable_by_others_is_not_trusted(
+    world: World, state_dir: Path
+) -> None:
+    import os
+
+    world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
+    path = write_legacy_state(state_dir)
+    path.chmod(0o666)
+    assert act("monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
+    path.chmod(0o600)
+    assert act("monitor", state_dir, interval="0").rc == OCFRC.SUCCESS
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)
+        assert act("monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
+
+
+# --------------------------------------------------------------------------- the monitor's cost
+
+#: What the monitor that finds the name as recorded may import beyond an empty interpreter
+#: (issue 14: about 98 modules before, dataclasses pulling in inspect, ast and dis).
+MONITOR_MODULES = {
+    "__future__",
+    "ocf",
+    "ocf._light",
+    "ocf.agent",
+    "ocf.dispatch",
+    "ocf.env",
+    "ocf.log",
+    "ocf.rc",
+    "pcmkimg",
+    "pcmkimg.agent",
+    "pcmkimg.adapters",
+    "pcmkimg.adapters.apisocket",
+    "_socket",
+}
+NEVER_ON_MONITOR = {"dataclasses", "inspect", "enum", "re", "json", "socket", "typing", "lxml"}
+
+
+def imported(*argv: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
+    """Run ``argv`` under the system python with ``-X importtime``: its exit code and the
+    modules it imported (every import, nested ones too; deterministic, unlike a timing)."""
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    proc = subprocess.run(
+        [python, "-X", "importtime", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return proc.returncode, names - {"module"}  # the header line names its column "module"
+
+
+def test_monitor_that_finds_the_name_stays_within_its_module_budget(
+    api_socket: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The monitor runs every 30 s on every node: the standard library's cheapest modules
+    only, no dataclasses, enum, re or json (what it compares is in the state, as recorded)."""
+    monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
+    url = f"unix://{api_socket}"
+    assert act("start", state_dir, podman_url=url).rc == OCFRC.SUCCESS
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "OCF_ROOT": "/usr/lib/ocf",
+        "OCF_RESOURCE_INSTANCE": "svc-guard",
+        "OCF_RESKEY_image": FLOATING,
+        "OCF_RESKEY_podman_url": url,
+        "OCF_RESKEY_state_dir": str(state_dir),
+        "OCF_RESKEY_CRM_meta_interval": "30000",
+        "HA_LOGFILE": "/dev/null",
+    }
+    rc, monitor = imported(str(SCRIPT), "monitor", env=env)
+    assert rc == OCFRC.SUCCESS
+    _, empty = imported("-c", "pass", env=env)
+    extra = monitor - empty
+    assert not extra & NEVER_ON_MONITOR, sorted(extra & NEVER_ON_MONITOR)
+    assert not any(m.split(".")[0] in ("podman", "lxml") for m in extra)
+    assert extra <= MONITOR_MODULES, sorted(extra - MONITOR_MODULES)
+
+
+def test_the_state_format_round_trips_and_keeps_the_answer_exactly() -> None:
+    state = agent.Published(FLOATING, ID_A, "odd\\value\nwith\rbreaks", "pcmkimg-svc", b"\n\n{x}")
+    back = agent.parse_state(agent.dump_state(state))
+    assert back is not None
+    assert (back.image, back.image_id, back.value, back.attribute, back.answer) == (
+        FLOATING,
+        ID_A,
+        "odd\\value\nwith\rbreaks",
+        "pcmkimg-svc",
+        b"\n\n{x}",
+    )
+    cut = agent.dump_state(state)[:-1]  # a truncated answer is no answer: parsed again
+    again = agent.parse_state(cut)
+    assert again is not None and again.answer is None and again.image_id == ID_A
+    assert agent.parse_state(b"pcmkimg-guard-state 2\nimage=x\n\n") is None  # keys missing
+    assert agent.parse_state(b"something else\n\n") is None
+    assert agent.parse_state(b"{not json") is None
+
+
+def served_state(stand_in: StandIn, state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A guard started against the stand-in socket; its podman_url."""
+    monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
+    url = stand_in.url
+    assert act("start", state_dir, podman_url=url).rc == OCFRC.SUCCESS
+    return url
+
+
+def inspect_answer(image_id: str, *tags: str) -> bytes:
+    return http(
+        "200 OK",
+        {"Id": image_id, "Digest": DIGEST, "RepoTags": [FLOATING, *tags], "Created": None},
+    )
+
+
+def test_a_changed_answer_for_the_same_image_is_recorded_without_a_republish(
+    stand_in: StandIn, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in.answer = inspect_answer(ID_A, "reg.example.com/ns1/svc:1.0")
+    url = served_state(stand_in, state_dir, monkeypatch)
+    published: list[object] = []
+    monkeypatch.setattr(agent, "_set_attribute", lambda ctx, name, value: published.append(value))
+    # Another name on the same image (the rollback name, say): same image, same attribute.
+    stand_in.answer = inspect_answer(
+        ID_A, "reg.example.com/ns1/svc:1.0", "cluster.common.tag/svc:pcmkprevious"
+    )
+    assert act("monitor", state_dir, podman_url=url).rc == OCFRC.SUCCESS
+    assert published == []
+    state = agent.parse_state((state_dir / "svc-guard.state").read_bytes())
+    assert state is not None and state.answer == stand_in.answer.partition(b"\r\n\r\n")[2]
+    # The name moved to another image: published again.
+    stand_in.answer = inspect_answer(ID_B, "reg.example.com/ns1/svc:1.1")
+    assert act("monitor", state_dir, podman_url=url).rc == OCFRC.SUCCESS
+    assert published == [f"reg.example.com/ns1/svc:1.1@{DIGEST}"]
+    state = agent.parse_state((state_dir / "svc-guard.state").read_bytes())
+    assert state is not None and state.image_id == ID_B
+
+
+def test_an_unexpected_api_answer_is_a_short_generic_failure(
+    stand_in: StandIn, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
+    stand_in.answer = http("500 Internal Server Error", {"message": "x" * 300})
+    result = act("start", state_dir, podman_url=stand_in.url)
+    assert result.rc == OCFRC.ERR_GENERIC
+    assert result.reasons == ["image store unreadable: HTTP/1.0 500 Internal Server Error"]
+
+
+def test_the_api_request_has_one_deadline_and_a_size_limit(tmp_path: Path) -> None:
+    """A socket that trickles bytes, or never stops, cannot hold the monitor."""
+    import time
+
+    from pcmkimg.adapters import apisocket
+
+    path = tmp_path / "slow.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            while not stop.is_set():
+                try:
+                    conn.sendall(b"x" * 4096)
+                except OSError:
+                    return
+                time.sleep(0.05)
+
+    for limit in (1 << 30, 8192):  # too slow, then too large
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        start = time.monotonic()
+        with pytest.raises(apisocket.NoAnswer) as failed:
+            apisocket.request(str(path), "GET", "/_ping", timeout=0.5, limit=limit)
+        assert time.monotonic() - start < 2
+        assert ("within" if limit > 8192 else "exceeds") in str(failed.value)
+        stop.set()
+        thread.join(timeout=5)
+        stop.clear()
+    server.close()
+    with pytest.raises(apisocket.NoAnswer):
+        apisocket.request(str(tmp_path / "none.sock"), "GET", "/_ping")
