@@ -545,8 +545,14 @@ class Updater:
                         f"period {self.holding.period:g}s)"
                     )
                 elif step.kind == "preflight":
-                    for left in pacemaker.remove_own_bans(self.runner, bundle.id):
-                        self.say(f"removed {left}, left behind by an earlier restart")
+                    left = pacemaker.remove_own_bans(self.runner, bundle.id)
+                    for cid in left:
+                        self.say(f"removed {cid}, left behind by an earlier restart")
+                    if left:
+                        # The replica that ban held off comes back now: check the cluster as
+                        # it settles, not half-way (the baseline would miss that replica).
+                        pacemaker.settle(self.runner, self.timeout)
+                        self.record("leftover-bans", service=bundle.service, removed=left)
                     cluster = pacemaker.read_cluster(self.runner)
                     missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)

@@ -894,6 +894,30 @@ def test_run_writes_no_lease_renewal_before_a_node_or_a_restart(
     assert events(tmp_path)[-1] == "done"
 
 
+def test_a_ban_a_killed_run_left_is_removed_and_the_cluster_settles_before_the_preflight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica that leftover ban held off comes back when it goes: the preflight's
+    baseline is taken once the cluster settled, not half-way (issue 12.14: a re-run after a
+    SIGKILL with the ban in place hung in its first restart)."""
+    stores, cluster = three_nodes(monkeypatch)
+    left = "cli-ban-galera-bundle-on-controller-0"
+
+    def remove(runner: pacemaker.Runner, bundle: str) -> list[str]:
+        cluster.events.append(("removed", bundle))
+        return [left]
+
+    monkeypatch.setattr(pacemaker, "remove_own_bans", remove)
+    report, raised = run(tmp_path, stores)
+    assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
+    assert cluster.kinds("acquire", "removed", "wait", "restart")[:3] == [
+        ("acquire", f"{lease.DEFAULT_PERIOD:g}"),
+        ("removed", BUNDLE_ID),
+        ("wait",),
+    ]
+    assert [e["removed"] for e in entries(tmp_path, "leftover-bans")] == [[left]]
+
+
 def test_run_without_restarts_takes_and_releases_the_lease_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
