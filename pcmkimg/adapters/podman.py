@@ -53,6 +53,7 @@ from pcmkimg.core.images import (
     TagOp,
     Unresolved,
     _repository,
+    containers_from,
     downtime,
     has_digest,
     image_info,
@@ -232,16 +233,7 @@ class Store(StorePort):
             response = self.client.api.get("/containers/json", params={"all": not running_only})
             response.raise_for_status()
             rows = response.json() or []
-        return tuple(
-            Container(
-                name=(row.get("Names") or [""])[0],
-                id=row.get("Id", ""),
-                image=row.get("Image", ""),
-                image_id=row.get("ImageID", ""),
-                state=str(row.get("State", "")),
-            )
-            for row in rows
-        )
+        return containers_from(rows)
 
     def container_events(
         self, name: str, since: float, until: float

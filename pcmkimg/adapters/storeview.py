@@ -30,6 +30,7 @@ from pcmkimg.core.images import (
     SocketDown,
     StoreError,
     Unresolved,
+    containers_from,
     image_info,
 )
 from pcmkimg.core.store import Resolution
@@ -81,16 +82,7 @@ class StoreView:
 
     def containers(self, *, running_only: bool = False) -> tuple[Container, ...]:
         rows = self._get(f"/containers/json?all={'false' if running_only else 'true'}") or []
-        return tuple(
-            Container(
-                name=(row.get("Names") or [""])[0],
-                id=row.get("Id", ""),
-                image=row.get("Image", ""),
-                image_id=row.get("ImageID", ""),
-                state=str(row.get("State", "")),
-            )
-            for row in rows
-        )
+        return containers_from(rows)
 
     def resolve(self, floating: str) -> Resolution:
         """One inspect: podman's own lookup of ``floating`` (for a short name)."""

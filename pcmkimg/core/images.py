@@ -483,3 +483,18 @@ def prune_selection(
     )
     count = max(0, keep)
     return PruneSelection(tuple(rest[count:]), tuple(rest[:count]), tuple(protected))
+
+
+def containers_from(rows: object) -> tuple[Container, ...]:
+    """The containers of podman's ``GET /containers/json`` answer (a list of objects)."""
+    return tuple(
+        Container(
+            name=(row.get("Names") or [""])[0],
+            id=row.get("Id", ""),
+            image=row.get("Image", ""),
+            image_id=row.get("ImageID", ""),
+            state=str(row.get("State", "")),
+        )
+        for row in (rows if isinstance(rows, list) else ())
+        if isinstance(row, dict)
+    )
