@@ -79,10 +79,11 @@ _AUTH_WORDS = (
     "access to the resource is denied",
     "denied:",
     "invalid username/password",
-    "401",
-    "403",
 )
-_NOT_FOUND_WORDS = ("manifest unknown", "name unknown", "not found", "404", "no such image")
+_NOT_FOUND_WORDS = ("manifest unknown", "name unknown", "not found", "no such image")
+# HTTP statuses in the text, as whole numbers: never a part of a port (127.0.0.1:38401).
+_AUTH_STATUS = re.compile(r"(?<![\d:])40[13]\b")
+_NOT_FOUND_STATUS = re.compile(r"(?<![\d:])404\b")
 _NAME_WORDS = (
     "repository name must",
     "invalid reference format",
@@ -90,7 +91,7 @@ _NAME_WORDS = (
     "invalid tag",
     "parsing reference",
 )
-_SERVER_ERROR = re.compile(r"\b5[0-9][0-9]\b")
+_SERVER_ERROR = re.compile(r"(?<![\d:])5[0-9][0-9]\b")
 _TLS_FIX = (
     "give the registry a certificate the node trusts (/etc/containers/certs.d/HOST:PORT/ca.crt), "
     "or, for a plain-HTTP registry, write 'HOST:PORT = tls_verify=false' in the [registries] "
@@ -136,9 +137,9 @@ def _classify_text(text: str) -> type[ImageError]:
     if any(w in low for w in _TRANSIENT_WORDS) or _SERVER_ERROR.search(low):
         if "status: 401" not in low and "status: 403" not in low:
             return RegistryUnreachable
-    if any(w in low for w in _AUTH_WORDS):
+    if any(w in low for w in _AUTH_WORDS) or _AUTH_STATUS.search(low):
         return AuthError
-    if any(w in low for w in _NOT_FOUND_WORDS):
+    if any(w in low for w in _NOT_FOUND_WORDS) or _NOT_FOUND_STATUS.search(low):
         return ImageNotFound
     return PullFailed
 

@@ -69,6 +69,19 @@ PODMAN5_ERRORS = [
     ("something nobody has seen before", 401, images.AuthError),
     ("something nobody has seen before", 500, images.PullFailed),
     ("unauthorized: authentication required", 500, images.AuthError),
+    # A port with 401/404/500 in it is no HTTP status (seen: a registry on 127.0.0.1:38401).
+    (
+        "initializing source docker://127.0.0.1:38401/ns1/svc:nope: reading manifest nope in "
+        "127.0.0.1:38401/ns1/svc: manifest unknown",
+        None,
+        images.ImageNotFound,
+    ),
+    ("reading manifest 1 in 127.0.0.1:40404/x: something new", None, images.PullFailed),
+    (
+        "reading manifest 1 in r:5000/x: received unexpected HTTP status: 401",
+        None,
+        images.AuthError,
+    ),
 ]
 
 
