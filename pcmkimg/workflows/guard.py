@@ -75,7 +75,16 @@ def add(
     timeout: float,
     say: plan.Say,
 ) -> tuple[bool, str]:
-    """Wire the guard, under the update lease: (whether the CIB changed, what changed)."""
+    """Wire the guard, under the update lease: (whether the CIB changed, what changed).
+
+    Checked first, without the lease: a bad bundle or name is refused, and a guard already
+    wired as asked changes nothing (no lease is taken, the CIB does not move)."""
+    current = pacemaker.query_cib(runner)
+    floating = floating_of(current, bundle, image, scheme)
+    existing = cib.bundle(current, bundle).guard
+    if existing is not None and existing.image == floating:
+        if cib.add_guard(current, bundle, floating).empty:
+            return False, ""
     with leasing.held(runner):
         return _add(runner, bundle, image, scheme, timeout, say)
 
@@ -187,7 +196,11 @@ def undo(runner: pacemaker.Runner, bundle: str, nodes: Sequence[str]) -> None:
 
 
 def remove(runner: pacemaker.Runner, bundle: str) -> cib.CibChange:
-    """Undo exactly what :func:`add` did, under the update lease."""
+    """Undo exactly what :func:`add` did, under the update lease (none is taken when there
+    is nothing to undo: the CIB does not move)."""
+    nothing = cib.remove_guard(pacemaker.query_cib(runner), bundle)
+    if nothing.empty:
+        return nothing
     with leasing.held(runner):
         return pacemaker.update_cib(runner, lambda c: cib.remove_guard(c, bundle))
 

@@ -117,3 +117,32 @@ def test_the_dry_run_of_a_rename_prints_the_steps_that_restart_no_replica(rec: R
         ["pcs", "constraint", "order"],
         ["pcs", "constraint", "colocation"],
     ]
+
+
+def test_nothing_to_do_takes_no_lease_and_moves_nothing(
+    rec: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """guard remove without a guard, guard add of a guard wired as asked, and a bundle that
+    does not exist: answered from the CIB as read; no lease is taken, the CIB does not move
+    (taking the lease writes it twice)."""
+    taken: list[str] = []
+
+    @contextmanager
+    def held(runner: object, *args: object, **kw: object) -> Iterator[None]:
+        taken.append("lease")
+        yield None
+
+    monkeypatch.setattr(lease, "held", held)
+    runner = object()
+    assert guard.remove(runner, BUNDLE).empty  # type: ignore[arg-type]
+    with pytest.raises(C.BundleNotFoundError):
+        guard.add(runner, "no-such-bundle", None, naming.Scheme(), 60, lambda text: None)  # type: ignore[arg-type]
+    assert taken == []
+    guard.add(runner, BUNDLE, None, naming.Scheme(), 60, lambda text: None)  # type: ignore[arg-type]
+    assert taken == ["lease"]
+    wired = rec.cib
+    assert guard.add(runner, BUNDLE, None, naming.Scheme(), 60, lambda text: None) == (  # type: ignore[arg-type]
+        False,
+        "",
+    )
+    assert taken == ["lease"] and rec.cib is wired
