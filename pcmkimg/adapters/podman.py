@@ -475,18 +475,9 @@ def connect(
     tunnel = None
     local_url = url
     if url.startswith("ssh://"):
-        ssh = config.ssh
-        try:
-            tunnel = tunnel_mod.open_tunnel(
-                url,
-                known_hosts=ssh.known_hosts,
-                identity_file=ssh.identity_file,
-                connect_timeout=ssh.connect_timeout,
-                timeout=tunnel_timeout or tunnel_mod.OPEN_TIMEOUT,
-            )
-        except tunnel_mod.TunnelFailed as err:
-            kind = HostKeyRejected if err.host_key else NodeUnreachable
-            raise kind(err.message, err.fix, node=node) from err
+        tunnel = tunnel_mod.open_for_node(
+            node, url, config.ssh, tunnel_timeout or tunnel_mod.OPEN_TIMEOUT
+        )
         local_url = tunnel.local_url
     elif not url.startswith("unix://"):
         raise NodeUnreachable(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pcmkimg.adapters.config import Config
-from pcmkimg.adapters.localstore import _request, _unreachable_fix, inspect_over_socket
+from pcmkimg.adapters.localstore import _request, inspect_over_socket
 from pcmkimg.core.images import (
     Container,
     ImageInfo,
@@ -107,20 +107,8 @@ def open_view(node: str, url: str, config: Config) -> StoreView:
             node=node,
         )
     from pcmkimg.adapters import tunnel as tunnel_mod
-    from pcmkimg.core.pulls import HostKeyRejected
 
-    ssh = config.ssh
-    try:
-        tunnel = tunnel_mod.open_tunnel(
-            url,
-            known_hosts=ssh.known_hosts,
-            identity_file=ssh.identity_file,
-            connect_timeout=ssh.connect_timeout,
-            timeout=tunnel_mod.OPEN_TIMEOUT,
-        )
-    except tunnel_mod.TunnelFailed as err:
-        kind = HostKeyRejected if err.host_key else NodeUnreachable
-        raise kind(err.message, err.fix or _unreachable_fix(url), node=node) from err
+    tunnel = tunnel_mod.open_for_node(node, url, config.ssh)
     return StoreView(node, url, tunnel.local_url[len("unix://") :], tunnel)
 
 

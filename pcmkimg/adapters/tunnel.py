@@ -22,9 +22,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import Unreachable
+
+if TYPE_CHECKING:
+    from pcmkimg.adapters.config import SshSettings
 
 OPEN_TIMEOUT = 15.0
 """The longest :func:`open_tunnel` waits for the tunnel, in seconds."""
@@ -240,3 +244,23 @@ def open_tunnel(
             tunnel.close()
             raise _failure(url, stderr, f"did not open within {timeout:.0f} s")
         time.sleep(0.05)
+
+
+def open_for_node(node: str, url: str, ssh: SshSettings, timeout: float = OPEN_TIMEOUT) -> Tunnel:
+    """The tunnel to ``node``'s podman socket at the ``ssh://`` ``url``, with the [ssh]
+    settings; a refusal is the store's error of that node (HostKeyRejected for a host key)."""
+    from pcmkimg.adapters.localstore import _unreachable_fix
+    from pcmkimg.core.images import NodeUnreachable
+    from pcmkimg.core.pulls import HostKeyRejected
+
+    try:
+        return open_tunnel(
+            url,
+            known_hosts=ssh.known_hosts,
+            identity_file=ssh.identity_file,
+            connect_timeout=ssh.connect_timeout,
+            timeout=timeout,
+        )
+    except TunnelFailed as err:
+        kind = HostKeyRejected if err.host_key else NodeUnreachable
+        raise kind(err.message, err.fix or _unreachable_fix(url), node=node) from err
