@@ -356,20 +356,16 @@ def _resolve(ctx: Context, recorded: str | None = None) -> tuple[Resolved | None
 def _from_answer(ctx: Context, name: str, code: int, status: str, body: bytes) -> Resolved | None:
     """What an answer of ``GET /images/NAME/json`` says: the image, None for 404 (no image has
     the name), an ERR_GENERIC for any other answer."""
-    import json
+    from pcmkimg.core.images import Resolved, UnexpectedAnswer, inspect_answer
 
-    from pcmkimg.core.images import Resolved, image_info
-
-    if code == 404:
-        return None
     try:
-        data = json.loads(body) if code == 200 else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
+        found = inspect_answer(code, body)
+    except UnexpectedAnswer:
         ctx.log.error(f"unexpected answer of the podman API on {_node(ctx)}: {status}")
-        raise OCFError(OCFRC.ERR_GENERIC, fit(f"image store unreadable: {status or 'no answer'}"))
-    return Resolved(_node(ctx), name, image_info(data))
+        raise OCFError(
+            OCFRC.ERR_GENERIC, fit(f"image store unreadable: {status or 'no answer'}")
+        ) from None
+    return None if found is None else Resolved(_node(ctx), name, found)
 
 
 def _unchanged(ctx: Context, state: Published) -> bool:

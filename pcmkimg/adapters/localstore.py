@@ -23,8 +23,10 @@ from pcmkimg.core.images import (
     PodmanCommandFailed,
     Resolved,
     StoreError,
+    UnexpectedAnswer,
     Unresolved,
     image_info,
+    inspect_answer,
     parse_created,
 )
 
@@ -252,20 +254,15 @@ def inspect_over_socket(
     code, status_line, body = _request(
         path, "GET", f"/images/{_quote(name)}/json", node=node, ref=name, timeout=timeout
     )
-    if code == 404:
-        return None
     try:
-        data = json.loads(body) if code == 200 else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
+        return inspect_answer(code, body)
+    except UnexpectedAnswer:
         raise StoreError(
             f"unexpected answer from {path}: {status_line or 'nothing'}",
             "check the podman service on the node (podman system service)",
             node=node,
             ref=name,
-        )
-    return image_info(data)
+        ) from None
 
 
 def resolve_local(

@@ -174,6 +174,26 @@ def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
     )
 
 
+class UnexpectedAnswer(ValueError):
+    """An answer of ``GET /images/NAME/json`` that is neither 404 nor a 200 JSON object."""
+
+
+def inspect_answer(code: int, body: bytes) -> ImageInfo | None:
+    """What an answer of podman's ``GET /images/NAME/json`` says: the image, or None for 404
+    (no image has the name); :class:`UnexpectedAnswer` for any other answer."""
+    import json
+
+    if code == 404:
+        return None
+    try:
+        data = json.loads(body) if code == 200 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise UnexpectedAnswer(code)
+    return image_info(data)
+
+
 # ---------------------------------------------------------------------------------------------
 # More errors.
 
