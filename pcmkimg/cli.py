@@ -15,14 +15,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from pcmkimg import __version__
-from pcmkimg.adapters import config, journal, pacemaker, signals, storeview
-from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import config, journal, pacemaker, signals
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming, plan
@@ -36,7 +34,12 @@ from pcmkimg.errors import (
     Unreachable,
     UsageError,
 )
-from pcmkimg.workflows import update as execute
+
+# Each command imports what only it uses (its workflow, the lease, the podman-py stores) when it
+# runs: `pcmkimg status` starts in a fraction of `pcs status` (docs/benchmarks.md, budget 5).
+if TYPE_CHECKING:
+    from pcmkimg.adapters import podman as images
+    from pcmkimg.adapters import storeview
 
 # --------------------------------------------------------------------------- exit codes
 
@@ -144,7 +147,10 @@ def _env(cib_file: str | None = None) -> Env:
     if cib_file is not None:  # the command's own --cib-file (before the runner is made)
         env.cib_file = cib_file
     env.conf  # noqa: B018 - read now: it raises ConfigError
-    leasing.configure(env.conf.lease_period)  # [lease] period, for every command that holds it
+    if env.command not in OFFLINE_COMMANDS:  # [lease] period, for the commands that take it
+        from pcmkimg.adapters import lease as leasing
+
+        leasing.configure(env.conf.lease_period)
     return env
 
 
@@ -152,6 +158,7 @@ def _env(cib_file: str | None = None) -> Env:
 def _views(env: Env) -> Iterator[storeview.StoreViews]:
     """Read-only views of the stores, for status and check (no podman-py: it starts fast); the
     local node is asked only for a node the configuration does not list."""
+    from pcmkimg.adapters import storeview
 
     def local() -> str | None:
         try:
@@ -165,6 +172,8 @@ def _views(env: Env) -> Iterator[storeview.StoreViews]:
 
 @contextmanager
 def _stores(env: Env) -> Iterator[images.Stores]:
+    from pcmkimg.adapters import podman as images
+
     try:
         local = pacemaker.local_node(env.runner)
     except pacemaker.PacemakerError:
@@ -339,6 +348,7 @@ def update(
 ) -> None:
     """Per-node minor update of SERVICE to --image, one node at a time."""
     from pcmkimg.progress import PullDisplay
+    from pcmkimg.workflows import update as execute
 
     env = _env()
     the_plan, _ = _plan(env, service, image, nodes, every, digest, not no_restart)
@@ -516,6 +526,7 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
     """Remove old images of SERVICE from node stores.
 
     Never the images behind the floating or the rollback name, never one a container uses."""
+    from pcmkimg.adapters import podman as images
     from pcmkimg.workflows import prune as wf
 
     env = _env()
