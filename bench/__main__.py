@@ -387,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"bench: bringing up sandbox {args.name} ...", file=sys.stderr, flush=True)
     try:
+        status_figures.byte_compile()  # the installed form: modules load from bytecode
         try:
             info = lifecycle.up_detached(args.name)
             state = load(args.name)
