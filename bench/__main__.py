@@ -11,10 +11,10 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench import status_figures
+from bench import innode, status_figures
 from tests.sandbox import lifecycle
 from tests.sandbox.cluster import Cluster, agent_pythonpath, from_state, wait_idle
 from tests.sandbox.proc import SandboxError
@@ -60,30 +60,13 @@ BUDGETS = (
 )
 
 
-def _timed(run: Callable[[], int], expect: int, what: str) -> float:
-    start = time.perf_counter()
-    rc = run()
-    elapsed = time.perf_counter() - start
-    if rc != expect:
-        raise BenchError(f"{what} returned {rc}, expected {expect}")
-    return elapsed
-
-
-def agent_runner(cl: Cluster, script: str, action: str, env: dict[str, str]) -> Callable[[], int]:
-    """Run an OCF agent's action on NODE as Pacemaker's executor would (environment only)."""
-    full = {"OCF_ROOT": "/usr/lib/ocf", "PYTHONPATH": agent_pythonpath(), **env}
-
-    def run() -> int:
-        proc = cl.run(NODE, [script, action], env=full, check=False, timeout=120)
-        return int(proc.returncode)
-
-    return run
-
-
-def cases(cl: Cluster) -> dict[str, tuple[Callable[[], int], int]]:
-    """Name -> (runner, expected rc). Both monitors check the same running replica."""
+def cases(cl: Cluster) -> dict[str, innode.Case]:
+    """Name -> the action as Pacemaker's executor runs it on NODE (environment only). Both
+    monitors check the same running replica."""
     monitor = {"OCF_RESKEY_CRM_meta_interval": "30000", "OCF_RESKEY_CRM_meta_timeout": "30000"}
+    base = {"OCF_ROOT": "/usr/lib/ocf", "PYTHONPATH": agent_pythonpath()}
     ours = {
+        **base,
         "OCF_RESOURCE_INSTANCE": GUARD,
         "OCF_RESKEY_image": FLOATING,
         "OCF_RESKEY_podman_url": cl.node(NODE).url,
@@ -91,42 +74,29 @@ def cases(cl: Cluster) -> dict[str, tuple[Callable[[], int], int]]:
     }
     bogus = {**ours, "OCF_RESKEY_podman_url": "unix:///nonexistent/podman.sock"}
     podman = {
+        **base,
         "OCF_RESOURCE_INSTANCE": f"{BUNDLE}-podman-0",
         "OCF_RESKEY_name": f"{BUNDLE}-podman-0",
         "OCF_RESKEY_image": FLOATING,
         **monitor,
     }
     return {
-        "agent monitor": (agent_runner(cl, OUR_AGENT, "monitor", ours), 0),
-        "agent monitor (no API socket)": (agent_runner(cl, OUR_AGENT, "monitor", bogus), 0),
-        "podman monitor": (agent_runner(cl, PODMAN_AGENT, "monitor", podman), 0),
-        "agent meta-data": (agent_runner(cl, OUR_AGENT, "meta-data", {}), 0),
-        "podman meta-data": (agent_runner(cl, PODMAN_AGENT, "meta-data", {}), 0),
-        "python3 -c pass": (command_runner(cl, ["/usr/bin/python3", "-c", "pass"]), 0),
+        "agent monitor": innode.Case([OUR_AGENT, "monitor"], ours),
+        "agent monitor (no API socket)": innode.Case([OUR_AGENT, "monitor"], bogus),
+        "podman monitor": innode.Case([PODMAN_AGENT, "monitor"], podman),
+        "agent meta-data": innode.Case([OUR_AGENT, "meta-data"], base),
+        "podman meta-data": innode.Case([PODMAN_AGENT, "meta-data"], base),
+        "python3 -c pass": innode.Case(["/usr/bin/python3", "-c", "pass"]),
     }
 
 
-def command_runner(cl: Cluster, argv: list[str]) -> Callable[[], int]:
-    def run() -> int:
-        return int(cl.run(NODE, argv, check=False, timeout=60).returncode)
-
-    return run
-
-
 def measure(cl: Cluster, rounds: int) -> dict[str, list[float]]:
-    """Every case once per round, in a rotating order (interleaved), after one warm-up."""
-    todo = cases(cl)
-    names = list(todo)
-    for name in names:
-        run, expect = todo[name]
-        _timed(run, expect, name)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for i in range(rounds):
-        shift = i % len(names)
-        for name in names[shift:] + names[:shift]:
-            run, expect = todo[name]
-            times[name].append(_timed(run, expect, name))
-    return times
+    """Every case once per round on NODE, in a rotating order (interleaved), after one
+    warm-up; timed inside the node (bench.innode)."""
+    try:
+        return innode.time_in_node(cl, NODE, cases(cl), rounds)
+    except innode.HarnessError as exc:
+        raise BenchError(str(exc)) from exc
 
 
 def report(times: dict[str, list[float]], rounds: int) -> bool:

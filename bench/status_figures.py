@@ -301,18 +301,14 @@ def offline_status_figure(work: Path, rounds: int, nodes: int = 16, services: in
 def live_status_figure(cl: object, node: str, rounds: int) -> Figure:
     """``pcmkimg status`` against ``pcs status`` on a sandbox node (the sandbox's Cluster)."""
 
-    def ours() -> None:
-        env = {"PCMKIMG_CONF": str(cl.conf), "PYTHONPATH": str(REPO)}  # type: ignore[attr-defined]
-        proc = cl.run(node, installed("status"), env=env, check=False)  # type: ignore[attr-defined]
-        if proc.returncode != 0:
-            raise FigureError(f"pcmkimg status returned {proc.returncode}: {proc.stderr[-300:]}")
+    from bench import innode
 
-    def pcs() -> None:
-        proc = cl.run(node, ["pcs", "status"], check=False)  # type: ignore[attr-defined]
-        if proc.returncode != 0:
-            raise FigureError(f"pcs status returned {proc.returncode}")
-
-    times = _interleaved({"ours": ours, "pcs": pcs}, rounds)
+    env = {"PCMKIMG_CONF": str(cl.conf), "PYTHONPATH": str(REPO)}  # type: ignore[attr-defined]
+    todo = {"ours": innode.Case(installed("status"), env), "pcs": innode.Case(["pcs", "status"])}
+    try:
+        times = innode.time_in_node(cl, node, todo, rounds)
+    except innode.HarnessError as exc:
+        raise FigureError(str(exc)) from exc
     return Figure(
         5,
         "status on the 3-node sandbox cluster (live)",
