@@ -20,7 +20,7 @@ from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.reference import Reference, parse
-from pcmkimg.core.report import NodeResult, UpdateReport
+from pcmkimg.core.report import NodeResult, Result, UpdateReport
 from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, PcmkimgError, Unreachable
 
 
@@ -235,6 +235,26 @@ class Updater:
                 "again: the nodes done so far are not redone",
             )
 
+    def _no_restart(
+        self,
+        bundle: plan.BundleRef,
+        res: NodeResult,
+        retag: images.Retagged,
+        result: Result,
+        text: str,
+        *,
+        kept: bool,
+    ) -> NodeResult:
+        """The node is done without a restart: its result, the same container after as before
+        when ``kept``, the node attribute once the name moved, and a line for the operator."""
+        res.result = result
+        if kept:
+            res.container_after = res.container_before
+        if retag.moved:
+            self.publish(bundle, res.node)
+        self.say(f"{res.node}: {text}")
+        return res
+
     def _restart_if_needed(
         self,
         bundle: plan.BundleRef,
@@ -263,31 +283,17 @@ class Updater:
                     f"not {target_id[:12]}",
                     "check the bundle's image in the CIB: it must be the floating name",
                 )
-            res.result = "started"
-            res.container_after = res.container_before
-            if retag.moved:
-                self.publish(bundle, node)
-            self.say(f"{node}: the replica runs again, on {str(running_image)[:12]}")
-            return res
+            text = f"the replica runs again, on {str(running_image)[:12]}"
+            return self._no_restart(bundle, res, retag, "started", text, kept=True)
         if container is None:
-            res.result = "retag-only"
-            if retag.moved:
-                self.publish(bundle, node)
-            self.say(f"{node}: no replica runs here; a later start uses the new image")
-            return res
+            text = "no replica runs here; a later start uses the new image"
+            return self._no_restart(bundle, res, retag, "retag-only", text, kept=False)
         if running_image == target_id:
-            res.result = "unchanged"
-            res.container_after = res.container_before
-            if retag.moved:
-                self.publish(bundle, node)
-            self.say(f"{node}: the replica already runs {target_id[:12]}: no restart")
-            return res
+            text = f"the replica already runs {target_id[:12]}: no restart"
+            return self._no_restart(bundle, res, retag, "unchanged", text, kept=True)
         if not restart:
-            res.result = "retag-only"
-            if retag.moved:
-                self.publish(bundle, node)
-            self.say(f"{node}: --no-restart: the replica keeps running the old image")
-            return res
+            text = "--no-restart: the replica keeps running the old image"
+            return self._no_restart(bundle, res, retag, "retag-only", text, kept=False)
         assert replica is not None
         self.say(f"{node}: restarting {container} (waiting up to {self.timeout:.0f}s)")
         self.record("restart", service=bundle.service, node=node, container=container)
