@@ -461,9 +461,9 @@ def _publish(ctx: Context, resolved: Resolved, answer: bytes | None = None) -> P
 
 
 def _set_attribute(ctx: Context, name: str, value: str | None) -> None:
-    from pcmkimg.adapters import pacemaker
+    try:  # the import too: a node whose lxml is broken must not fail a stop (that fences it)
+        from pcmkimg.adapters import pacemaker
 
-    try:
         runner = pacemaker.Runner(timeout=10)  # well inside the action's own timeout
         if value is None:
             pacemaker.delete_node_attribute(runner, _node(ctx), name)

@@ -296,6 +296,30 @@ def test_stop_succeeds_even_when_misconfigured(world: World, state_dir: Path) ->
     assert act("stop", state_dir, image="Bad:://x").rc == OCFRC.SUCCESS
 
 
+def test_the_attribute_never_fails_the_guard_even_when_its_adapter_cannot_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Setting or clearing the node attribute is informative: when the pacemaker adapter (lxml)
+    cannot even be imported, stop and start go on with a warning. A stop that fails makes
+    Pacemaker fence the node."""
+    monkeypatch.setitem(sys.modules, "pcmkimg.adapters.pacemaker", None)  # import raises
+
+    class Log:
+        said: list[str] = []
+
+        def warning(self, text: str) -> None:
+            self.said.append(text)
+
+    class Ctx:
+        node = "controller-1"
+        log = Log()
+
+    for value in (None, "reg.example.com/ns1/svc:1.0@sha256:" + "a" * 64):
+        agent._set_attribute(Ctx(), "pcmkimg-svc", value)  # type: ignore[arg-type]
+    assert len(Log.said) == 2
+    assert all(t.startswith("could not update node attribute pcmkimg-svc: ") for t in Log.said)
+
+
 # --------------------------------------------------------------------------- monitor
 
 
