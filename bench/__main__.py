@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from bench import innode, status_figures
 from tests.sandbox import lifecycle
-from tests.sandbox.cluster import Cluster, agent_pythonpath, from_state, wait_idle
+from tests.sandbox.cluster import Cluster, from_state, wait_idle
 from tests.sandbox.proc import SandboxError
 from tests.sandbox.state import load, valid_name
 
@@ -64,7 +64,9 @@ def cases(cl: Cluster) -> dict[str, innode.Case]:
     """Name -> the action as Pacemaker's executor runs it on NODE (environment only). Both
     monitors check the same running replica."""
     monitor = {"OCF_RESKEY_CRM_meta_interval": "30000", "OCF_RESKEY_CRM_meta_timeout": "30000"}
-    base = {"OCF_ROOT": "/usr/lib/ocf", "PYTHONPATH": agent_pythonpath()}
+    # No PYTHONPATH, as the executor's: the node's .pth puts the checkout on the path, as the
+    # RPM puts its packages there.
+    base = {"OCF_ROOT": "/usr/lib/ocf"}
     ours = {
         **base,
         "OCF_RESOURCE_INSTANCE": GUARD,
