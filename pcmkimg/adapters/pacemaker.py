@@ -448,10 +448,11 @@ def place_bans(runner: Runner, resource: str, nodes: Sequence[str], end: str) ->
     )
 
 
-def remove_own_bans(runner: Runner, resource: str) -> list[str]:
+def remove_own_bans(runner: Runner, resource: str, config: cib.Element | None = None) -> list[str]:
     """Remove what an earlier (killed) restart of ``resource`` left: the constraints with our
-    rule id (:func:`~pcmkimg.core.restart.own_bans`), by id. The ids removed."""
-    ids = restart.own_bans(query_cib(runner), resource)
+    rule id (:func:`~pcmkimg.core.restart.own_bans`), by id, as found in ``config`` (a CIB
+    just read; read now when not given). The ids removed."""
+    ids = restart.own_bans(query_cib(runner) if config is None else config, resource)
     prefix = ban_id(resource, "")
     for cid in ids:
         remove_ban(runner, resource, cid[len(prefix) :])

@@ -551,7 +551,9 @@ class Updater:
                         f"period {self.holding.period:g}s)"
                     )
                 elif step.kind == "preflight":
-                    left = pacemaker.remove_own_bans(self.runner, bundle.id)
+                    # Read under the lease; the leftover bans are found in that same read.
+                    cluster = pacemaker.read_cluster(self.runner)
+                    left = pacemaker.remove_own_bans(self.runner, bundle.id, cluster.config)
                     for cid in left:
                         self.say(f"removed {cid}, left behind by an earlier restart")
                     if left:
@@ -559,7 +561,7 @@ class Updater:
                         # it settles, not half-way (the baseline would miss that replica).
                         pacemaker.settle(self.runner, self.timeout)
                         self.record("leftover-bans", service=bundle.service, removed=left)
-                    cluster = pacemaker.read_cluster(self.runner)
+                        cluster = pacemaker.read_cluster(self.runner)
                     missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)
                     if problems:

@@ -247,7 +247,7 @@ class FakeCluster:
         ):
             monkeypatch.setattr(pacemaker, name, getattr(self, name))
         monkeypatch.setattr(pacemaker, "settle", self.wait)  # the restart's own waiting
-        monkeypatch.setattr(pacemaker, "remove_own_bans", lambda runner, bundle: [])
+        monkeypatch.setattr(pacemaker, "remove_own_bans", lambda runner, bundle, config: [])
         return self
 
     def kinds(self, *wanted: str) -> list[tuple[str, ...]]:
@@ -903,7 +903,7 @@ def test_a_ban_a_killed_run_left_is_removed_and_the_cluster_settles_before_the_p
     stores, cluster = three_nodes(monkeypatch)
     left = "cli-ban-galera-bundle-on-controller-0"
 
-    def remove(runner: pacemaker.Runner, bundle: str) -> list[str]:
+    def remove(runner: pacemaker.Runner, bundle: str, config: object) -> list[str]:
         cluster.events.append(("removed", bundle))
         return [left]
 
