@@ -312,6 +312,11 @@ def _plan(
         )
     if digest is not None:
         reference.parse(f"x@{digest}")
+        if target.digest is not None and target.digest != digest:
+            raise UsageError(
+                f"--image {image} is pinned to {target.digest}, --digest asks for {digest}",
+                "give one digest, or the same digest in both",
+            )
     cluster = pacemaker.read_cluster(env.runner)
     bundle = plan.find_bundle(cluster, service, env.conf.scheme)
     facts = plan.node_facts(cluster, bundle.id)

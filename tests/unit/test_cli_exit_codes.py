@@ -28,6 +28,8 @@ from pcmkimg.workflows import (
 from pcmkimg.workflows import update as execute
 
 NODE = {"node": "n1"}
+DIGEST_A = "sha256:" + "a" * 64
+DIGEST_B = "sha256:" + "b" * 64
 
 EXPECTED: list[tuple[BaseException, int]] = [
     # 1: a bug
@@ -205,8 +207,9 @@ def conf(tmp_path: Path) -> str:
         (("--image", "reg.example.com/ns/svc:1", "--node", "n1", "--all"), "--node"),
         (("--image", "reg.example.com/ns/svc:1"), "--all"),
         (("--image", "reg.example.com/ns/svc:1", "--all", "--digest", "sha256:zz"), "digest"),
+        (("--image", f"reg.example.com/ns/svc@{DIGEST_A}", "--all", "--digest", DIGEST_B), "asks"),
     ],
-    ids=["malformed-image", "node-and-all", "neither", "malformed-digest"],
+    ids=["malformed-image", "node-and-all", "neither", "malformed-digest", "two-digests"],
 )
 def test_update_refuses_bad_input_before_touching_the_cluster(
     capsys, conf: str, args: tuple[str, ...], says: str
@@ -217,6 +220,21 @@ def test_update_refuses_bad_input_before_touching_the_cluster(
     (line,) = err.splitlines()
     assert line.startswith("pcmkimg: error: ") and says in line
     assert "; fix: " in line
+
+
+def test_the_same_digest_in_the_image_and_in_digest_is_fine(capsys, conf: str, monkeypatch) -> None:
+    asked: list[object] = []
+
+    def read_cluster(runner: object) -> None:
+        asked.append(runner)
+        raise pacemaker.PacemakerError("no cluster here")
+
+    monkeypatch.setattr(pacemaker, "read_cluster", read_cluster)
+    image = f"reg.example.com/ns/svc:1@{DIGEST_A}"
+    code, _, err = run_main(
+        capsys, "--conf", conf, "update", "svc", "--image", image, "--all", "--digest", DIGEST_A
+    )
+    assert asked and code != cli.BAD_INPUT, err
 
 
 def test_json_error_document(capsys, conf: str) -> None:
