@@ -27,12 +27,15 @@ from pcmkimg.core.lease import (
     DEFAULT_PERIOD,
     PROPERTY,
     Lease,
+    LeaseError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotReleasedError,
+    LeaseUnreadableError,
     Observation,
     check_period,
     claim,
+    holds,
     observe,
     read,
 )
@@ -142,15 +145,17 @@ def renew(
     renewed = lease.next_renewal(clock())
 
     def edit(config: cib.Element) -> cib.CibChange:
-        found = read(config)
-        if found is None or not found.same_holder(lease):
-            raise LeaseLostError(
-                "the update lease is no longer ours"
-                + (f" (now held by pid {found.pid} on {found.host})" if found else " (gone)"),
-                f"another update may be running: check with {cmd.quoted(cmd.status())}, "
-                "then re-run",
-            )
-        return cib.set_cluster_property(config, PROPERTY, renewed.encode())
+        if holds(config, lease):
+            return cib.set_cluster_property(config, PROPERTY, renewed.encode())
+        try:
+            found = read(config)
+            now = f" (now held by pid {found.pid} on {found.host})" if found else " (gone)"
+        except LeaseUnreadableError as exc:
+            now = f" (the property now holds {exc.text!r})"
+        raise LeaseLostError(
+            "the update lease is no longer ours" + now,
+            f"another update may be running: check with {cmd.quoted(cmd.status())}, then re-run",
+        )
 
     update_cib(runner, edit)
     return renewed
@@ -162,8 +167,7 @@ def release(runner: Runner, lease: Lease) -> bool:
 
     def edit(config: cib.Element) -> cib.CibChange:
         nonlocal released
-        found = read(config)
-        if found is None or not found.same_holder(lease):
+        if not holds(config, lease):
             released = False
             return cib.make_change(config, config, "lease not ours: nothing to release")
         released = True
@@ -306,8 +310,9 @@ def held(
             try:
                 maybe_written = True
                 acquire(runner, mine=mine, watch=watch, say=say, clock=clock)
-            except LeaseHeldError:
-                maybe_written = False  # refused before any write of ours
+            except LeaseError:
+                # Held, or a value we cannot read: refused before any write of ours.
+                maybe_written = False
                 raise
             keeper = Keeper(runner, mine, clock=clock).start()
             yield Holding(keeper)

@@ -44,6 +44,9 @@ MAX_PERIOD = 3600.0
 RENEWALS_PER_PERIOD = 3  # the holder renews every period / 3: two renewals may fail in a row
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _FIX_DELETE = cmd.quoted(cmd.delete_property(PROPERTY))
+_ONCE_NONE_RUNS = "once no pcmkimg runs"
+FIX_UNREADABLE = f"{cmd.shown(cmd.delete_property(PROPERTY))} {_ONCE_NONE_RUNS}"
+"""What to do about a lease value we cannot read, as ``check`` lists it."""
 
 
 class LeaseError(LeaseHeld):
@@ -85,7 +88,18 @@ class LeaseHeldError(LeaseError):
 
 
 class LeaseUnreadableError(LeaseError):
-    """The lease property holds something we cannot read (made by hand, or another pcmkimg)."""
+    """The lease property holds something we cannot read (made by hand, or another pcmkimg).
+
+    Held, as far as we can tell (exit 4): nobody takes a lease over a value it cannot judge.
+    """
+
+    def __init__(self, text: str, why: str) -> None:
+        self.text = text
+        super().__init__(
+            f"the cluster property {PROPERTY} holds {text!r}, {why}: no pcmkimg takes the "
+            "update lease while it is there",
+            f"{_FIX_DELETE} {_ONCE_NONE_RUNS}",
+        )
 
 
 class LeaseLostError(LeaseError):
@@ -158,24 +172,30 @@ def decode(text: str) -> Lease:
         )
     except (KeyError, ValueError):
         raise LeaseUnreadableError(
-            f"the cluster property {PROPERTY} holds {text!r}, which is not a pcmkimg lease "
-            "(or one of an older pcmkimg)",
-            f"if no pcmkimg update runs, remove it with {_FIX_DELETE}",
+            text, "which is not a pcmkimg lease (or one of an older pcmkimg)"
         ) from None
     if not lease.host or not lease.token or lease.pid <= 0 or lease.renewals < 0:
-        raise LeaseUnreadableError(f"the lease {text!r} misses its holder", _FIX_DELETE)
+        raise LeaseUnreadableError(text, "a lease that misses its holder")
     if not MIN_PERIOD <= lease.period <= MAX_PERIOD:
         raise LeaseUnreadableError(
-            f"the lease {text!r} has a period outside {MIN_PERIOD:g} to {MAX_PERIOD:g} seconds",
-            _FIX_DELETE,
+            text, f"a lease whose period is outside {MIN_PERIOD:g} to {MAX_PERIOD:g} seconds"
         )
     return lease
 
 
 def read(config: cib.Element) -> Lease | None:
-    """The lease in a CIB, if any."""
+    """The lease in a CIB, if any; :class:`LeaseUnreadableError` when it is not one we can read."""
     text = cib.cluster_properties(config).get(PROPERTY)
     return decode(text) if text else None
+
+
+def holds(config: cib.Element, mine: Lease) -> bool:
+    """Whether the lease in a CIB is ``mine`` (an unreadable value is not)."""
+    try:
+        found = read(config)
+    except LeaseUnreadableError:
+        return False
+    return found is not None and found.same_holder(mine)
 
 
 def is_stale(

@@ -387,7 +387,11 @@ def problems(g: Gathered) -> list[Problem]:
                 f"{cmd.shown(cmd.clear_ban(ban.resource, ban.node))}",
             )
         )
-    held = lease.read(config)
+    try:
+        held = lease.read(config)
+    except lease.LeaseUnreadableError as exc:
+        held = None
+        found.append(Problem("lease-unreadable", f"{exc.message}; fix: {lease.FIX_UNREADABLE}"))
     if held is not None:
         found.append(
             Problem(

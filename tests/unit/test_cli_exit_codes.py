@@ -58,7 +58,7 @@ EXPECTED: list[tuple[BaseException, int]] = [
     # 4: the lease
     (lease.LeaseHeldError(lease.Lease("h", 1, "t")), cli.LEASE_HELD),
     (lease.LeaseLostError("x"), cli.LEASE_HELD),
-    (lease.LeaseUnreadableError("x"), cli.LEASE_HELD),
+    (lease.LeaseUnreadableError("x", "why"), cli.LEASE_HELD),
     # 2: the image under the tag has another digest than the one asked for
     (images.DigestMismatch("x", **NODE), cli.BAD_INPUT),
     (execute.DigestRefused("x"), cli.BAD_INPUT),

@@ -169,6 +169,35 @@ def test_an_interruption_while_watching_leaves_the_other_holders_lease(
     assert fake.lease == theirs
 
 
+@pytest.mark.parametrize("text", ["garbage", "host=h;pid=1;token=t;expires=2027-01-15T08:01:00Z"])
+def test_an_unreadable_lease_is_held_exit_4_and_nothing_is_written(
+    fake: FakeCib, text: str
+) -> None:
+    from pcmkimg import cli
+
+    fake.config = cib.set_cluster_property(fake.config, lease.PROPERTY, text).new_cib
+    with pytest.raises(lease.LeaseUnreadableError) as info:
+        with leasing.held(RUNNER, 30):
+            pytest.fail("the block must not run")
+    assert cli.exit_code(info.value) == cli.LEASE_HELD
+    assert repr(text) in info.value.message
+    assert info.value.fix == (
+        "`crm_attribute --type crm_config --name pcmkimg-lease --delete` once no pcmkimg runs"
+    )
+    assert fake.writes == []
+    assert cib.cluster_properties(fake.config)[lease.PROPERTY] == text
+
+
+def test_our_lease_overwritten_by_an_unreadable_value_is_lost_not_left_behind(
+    fake: FakeCib,
+) -> None:
+    with leasing.held(RUNNER, 30) as holding:
+        fake.config = cib.set_cluster_property(fake.config, lease.PROPERTY, "garbage").new_cib
+        with pytest.raises(lease.LeaseLostError, match="now holds 'garbage'"):
+            leasing.renew(RUNNER, holding.lease)
+    assert cib.cluster_properties(fake.config)[lease.PROPERTY] == "garbage"  # not ours to delete
+
+
 def test_a_foreign_or_old_value_is_unreadable_with_the_fix() -> None:
     for text in ("host=h;pid=1;token=t;expires=2027-01-15T08:01:00Z", "garbage"):
         with pytest.raises(lease.LeaseUnreadableError, match="--delete"):

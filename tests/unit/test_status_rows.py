@@ -344,6 +344,18 @@ def test_every_problem_kind_is_listed_with_its_fix() -> None:
     assert all("crm_resource --clear --resource" in m for m in bans)
 
 
+def test_an_unreadable_lease_is_a_problem_with_its_fix_not_a_stop() -> None:
+    cl = cluster()
+    change = cib.set_cluster_property(cl.config, lease.PROPERTY, "owner=someone-else")
+    cl = Cluster(change.new_cib, cl.mon, cl.status)
+    (found,) = S.problems(gathered(cl, galera(cl)))
+    assert found.kind == "lease-unreadable"
+    assert "'owner=someone-else'" in found.message
+    assert found.message.endswith(
+        "fix: crm_attribute --type crm_config --name pcmkimg-lease --delete once no pcmkimg runs"
+    )
+
+
 def test_a_partial_guard_and_a_banned_node_that_may_lack_the_name() -> None:
     cl = cluster()
     cfg = copy.deepcopy(cl.config)
