@@ -19,11 +19,12 @@ removed by id on every exit path, SIGINT and SIGTERM included.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
@@ -428,15 +429,18 @@ def _describe(failures: Sequence[cib.Failure]) -> str:
 def remove_ban(runner: Runner, resource: str, node: str) -> None:
     """Delete ``cli-ban-<resource>-on-<node>`` by id (no-op when absent). Unlike
     ``crm_resource --clear`` this keeps a ``cli-prefer`` the operator made."""
-    runner.run(
-        ["cibadmin", "--delete", "--scope", "constraints"]
-        + [
-            "--xml-text",
-            etree.tostring(
-                etree.Element("rsc_location", id=ban_id(resource, node)), encoding="unicode"
-            ),
-        ]
-    )
+    _delete(runner, "constraints", "rsc_location", ban_id(resource, node))
+
+
+def remove_pin(runner: Runner, bundle_id: str) -> None:
+    """Delete the bundle's pin (:func:`~pcmkimg.core.restart.pin_element`) by id (no-op when
+    absent)."""
+    _delete(runner, "resources", "meta_attributes", restart.pin_id(bundle_id))
+
+
+def _delete(runner: Runner, scope: str, tag: str, element_id: str) -> None:
+    xml = etree.tostring(etree.Element(tag, id=element_id), encoding="unicode")
+    runner.run(["cibadmin", "--delete", "--scope", scope, "--xml-text", xml])
 
 
 def place_bans(runner: Runner, resource: str, nodes: Sequence[str], end: str) -> None:
@@ -450,13 +454,98 @@ def place_bans(runner: Runner, resource: str, nodes: Sequence[str], end: str) ->
 
 def remove_own_bans(runner: Runner, resource: str, config: cib.Element | None = None) -> list[str]:
     """Remove what an earlier (killed) restart of ``resource`` left: the constraints with our
-    rule id (:func:`~pcmkimg.core.restart.own_bans`), by id, as found in ``config`` (a CIB
-    just read; read now when not given). The ids removed."""
-    ids = restart.own_bans(query_cib(runner) if config is None else config, resource)
+    rule id (:func:`~pcmkimg.core.restart.own_bans`) and the bundle's pin, by id, as found in
+    ``config`` (a CIB just read; read now when not given). The ids removed."""
+    config = query_cib(runner) if config is None else config
+    ids = restart.own_bans(config, resource)
     prefix = ban_id(resource, "")
     for cid in ids:
         remove_ban(runner, resource, cid[len(prefix) :])
+    if restart.own_pin(config, resource):
+        remove_pin(runner, resource)
+        ids.append(restart.pin_id(resource))
     return ids
+
+
+@dataclass
+class Holds:
+    """What keeps the restarts of one bundle's replica in place, as placed in the CIB: our
+    bans (on the replica's node while it stops, and on every node where the stopped replica
+    could start instead) and the bundle's pin (every other replica stays where it is, whatever
+    the stickiness), each with the lifetime :attr:`end`. Removed by id (:meth:`release`).
+
+    A restart places them and, when the replica is active on its node again, releases them.
+    When it fails, only the ban on the node goes: the holds and the pin stay until whoever
+    gave the Holds (the update's node step) has rolled back, so that the replica can only
+    come back on its own node (a failed start's fail-count would send it elsewhere)."""
+
+    runner: Runner
+    bundle_id: str
+    timeout: float
+    end: str = ""
+    banned: list[str] = field(default_factory=list)
+    pinned: bool = False
+
+    @property
+    def placed(self) -> bool:
+        return bool(self.banned) or self.pinned
+
+    def place(self, nodes: Sequence[str]) -> None:
+        """One CIB write: bans on ``nodes`` (those already placed again) and the pin, all with
+        a lifetime of the timeout (plus a margin) from now."""
+        self.end = restart.lifetime_end(datetime.now(timezone.utc), self.timeout)
+        wanted = list(dict.fromkeys([*self.banned, *nodes]))
+        # Recorded before the call: an interrupted call may have written.
+        self.banned, self.pinned = wanted, True
+        xml = restart.holds_xml(self.bundle_id, wanted, self.end, pin=True)
+        self.runner.run(["cibadmin", "--modify", "--scope", "configuration", "--xml-text", xml])
+
+    def unban(self, node: str) -> None:
+        """Remove the ban on ``node`` (the holds elsewhere and the pin stay)."""
+        if node in self.banned:
+            remove_ban(self.runner, self.bundle_id, node)
+            self.banned.remove(node)
+
+    def release(self, *, interrupted: bool = False) -> None:
+        """Remove every ban and the pin; each is tried, and :class:`BanNotRemovedError` names
+        every one left (with the command that removes it)."""
+        left: list[tuple[str, list[str], PacemakerError]] = []
+        for node in list(self.banned):
+            try:
+                self.unban(node)
+            except PacemakerError as exc:
+                argv = cmd.clear_ban(self.bundle_id, node)
+                left.append((ban_id(self.bundle_id, node), argv, exc))
+        if self.pinned:
+            try:
+                remove_pin(self.runner, self.bundle_id)
+                self.pinned = False
+            except PacemakerError as exc:
+                pid = restart.pin_id(self.bundle_id)
+                left.append((pid, cmd.delete_meta_set(pid), exc))
+        if left:
+            raise BanNotRemovedError(
+                f"{', '.join(i for i, _, _ in left)} could not be removed"
+                + (" after an interruption" if interrupted else "")
+                + f" (in force until {self.end}): {left[0][2].message}",
+                "; ".join(cmd.quoted(argv) for _, argv, _ in left),
+            ) from left[0][2]
+
+
+@contextlib.contextmanager
+def holding(runner: Runner, bundle_id: str, timeout: float) -> Iterator[Holds]:
+    """A scope for the restarts of one bundle's replica (a restart and the rollback after
+    it): whatever a restart in it placed and did not release goes at its end, on every exit
+    path (SIGTERM raises in it, signals are held while it cleans up)."""
+    holds = Holds(runner, bundle_id, timeout)
+    done = False
+    with sigterm_raises():
+        try:
+            yield holds
+            done = True
+        finally:
+            with signals_held():
+                holds.release(interrupted=not done)
 
 
 def controller_idle(runner: Runner, node: str) -> bool:
@@ -489,95 +578,109 @@ def settle(runner: Runner, timeout: float, poll: float = POLL) -> float:
 
 
 def restart_replica(
-    runner: Runner, bundle_id: str, node: str, timeout: float = 120, *, poll: float = POLL
+    runner: Runner,
+    bundle_id: str,
+    node: str,
+    timeout: float = 120,
+    *,
+    poll: float = POLL,
+    holds: Holds | None = None,
 ) -> RestartReport:
     """Restart the replica of ``bundle_id`` on ``node`` in place and check that it came back.
 
     Refuses (:class:`~pcmkimg.core.restart.RestartRefusedError`, as
     :func:`~pcmkimg.core.restart.check_restartable` decides) before touching anything. Then,
-    with no other CIB write before it: one write places ``cli-ban-BUNDLE-on-NODE`` and, with
-    fewer replicas than nodes, the same ban on each node where no replica runs (so the replica
-    can only stop), each with a lifetime of ``timeout`` + a margin; crm_mon is read every
-    ``poll`` seconds; the ban on ``node`` goes as soon as the replica runs nowhere, the others
-    once it is active on ``node`` again; done when the DC is idle twice in a row (see
-    :func:`~pcmkimg.core.restart.judge`). Raises :class:`RestartFailedError` at the first new
-    failed operation of the replica or when it runs elsewhere, :class:`PacemakerTimeoutError`
-    after ``timeout``. The bans are removed by id on every exit path (signals held).
+    with no other CIB write before it, one write places the :class:`Holds`:
+    ``cli-ban-BUNDLE-on-NODE``, the same ban on each node where no replica runs (so the
+    replica can only stop) and the bundle's pin (no other replica moves), each with a
+    lifetime of ``timeout`` + a margin; crm_mon is read every ``poll`` seconds; the ban on
+    ``node`` goes as soon as the replica runs nowhere, the rest once it is active on ``node``
+    again; done when the DC is idle twice in a row (see :func:`~pcmkimg.core.restart.judge`).
+    Raises :class:`RestartFailedError` at the first new failed operation of the replica or
+    when it runs elsewhere, :class:`PacemakerTimeoutError` after ``timeout``.
+
+    ``holds``: the caller's (see :func:`holding`), kept on failure for its rollback, all but
+    the ban on ``node``; without it, everything placed is removed on every exit path.
     """
     _need_live(runner, "a replica restart")
     config = query_cib(runner)
     before = status(runner)
     replica = restart.check_restartable(config, before, bundle_id, node)
     bundle = cib.bundle(config, bundle_id)
-    holds = restart.hold_nodes(before, bundle_id, node)
-    restart.check_no_bans(config, bundle_id, [node, *holds])
-    end = restart.lifetime_end(datetime.now(timezone.utc), timeout)
+    mine = holds is not None and holds.placed
+    others = restart.hold_nodes(before, bundle_id, node)
+    if not mine:
+        restart.check_no_bans(config, bundle_id, [node, *others], pin=True)
     fix = (
         f"fix the cause on {node} (e.g. its image), then {cmd.quoted(cmd.cleanup(bundle_id, node))}"
     )
+    if holds is None:
+        with holding(runner, bundle_id, timeout) as own:
+            return _restart(runner, own, bundle, replica, node, others, before, fix, timeout, poll)
+    with sigterm_raises():
+        try:
+            return _restart(
+                runner, holds, bundle, replica, node, others, before, fix, timeout, poll
+            )
+        except BaseException:
+            with signals_held(), contextlib.suppress(PacemakerError):
+                holds.unban(node)  # the replica may come back here; the rest stays (the
+                # holding scope tries again, and says it, if this fails)
+            raise
+
+
+def _restart(
+    runner: Runner,
+    holds: Holds,
+    bundle: cib.Bundle,
+    replica: cib.ReplicaStatus,
+    node: str,
+    others: Sequence[str],
+    before: cib.ClusterStatus,
+    fix: str,
+    timeout: float,
+    poll: float,
+) -> RestartReport:
+    """The watch of :func:`restart_replica`, its holds placed first."""
+    bundle_id = bundle.id
     started = time.monotonic()
     marks: dict[str, float] = {}
-    placed: list[str] = []
-    finished = False
-    with sigterm_raises():  # around the finally too: no gap where SIGTERM kills us outright
-        try:
-            placed = [node, *holds]  # before the call: an interrupted call may have written
-            place_bans(runner, bundle_id, placed, end)
-            phase: restart.Phase = "stopping"
-            while True:
-                state = status(runner)
-                idle = None
-                if phase in ("settling", "settled") and state.dc:
-                    idle = controller_idle(runner, state.dc)
-                verdict = restart.judge(
-                    phase, restart.Seen(state, idle), before.failures, bundle, replica, node
-                )
-                if verdict.failures:
-                    raise RestartFailedError(
-                        f"restart of {bundle_id} on {node} failed: {_describe(verdict.failures)}",
-                        fix,
-                        failures=verdict.failures,
-                    )
-                if verdict.failed:
-                    raise RestartFailedError(
-                        f"restart of {bundle_id} on {node}: {verdict.failed}", fix
-                    )
-                if verdict.act == "unban":
-                    marks["stopped"] = time.monotonic() - started
-                    remove_ban(runner, bundle_id, node)
-                    placed.remove(node)
-                elif verdict.act == "release":
-                    marks["active"] = time.monotonic() - started
-                    for other in list(placed):
-                        remove_ban(runner, bundle_id, other)
-                        placed.remove(other)
-                phase = verdict.phase
-                if phase == "done":
-                    break
-                if time.monotonic() - started > timeout:
-                    raise PacemakerTimeoutError(
-                        f"restart of {bundle_id} on {node} did not finish within {timeout:g}s "
-                        f"(still {phase})",
-                        f"check {cmd.quoted(cmd.cluster_state())}; the constraints are removed",
-                        argv=["crm_mon"],
-                        rc=RC_TIMEOUT,
-                    )
-                time.sleep(poll)
-            finished = True
-        finally:
-            with signals_held():
-                try:
-                    for other in placed:
-                        remove_ban(runner, bundle_id, other)
-                except PacemakerError as exc:
-                    # Also when interrupted: the interruption is then reported as this, so
-                    # that nobody is told that the ban was cleaned up.
-                    raise BanNotRemovedError(
-                        f"{ban_id(bundle_id, other)} could not be removed"
-                        + ("" if finished else " after an interruption")
-                        + f" (it expires at {end}): {exc.message}",
-                        cmd.quoted(cmd.clear_ban(bundle_id, other)),
-                    ) from exc
+    holds.place([node, *others])
+    phase: restart.Phase = "stopping"
+    while True:
+        state = status(runner)
+        idle = None
+        if phase in ("settling", "settled") and state.dc:
+            idle = controller_idle(runner, state.dc)
+        verdict = restart.judge(
+            phase, restart.Seen(state, idle), before.failures, bundle, replica, node
+        )
+        if verdict.failures:
+            raise RestartFailedError(
+                f"restart of {bundle_id} on {node} failed: {_describe(verdict.failures)}",
+                fix,
+                failures=verdict.failures,
+            )
+        if verdict.failed:
+            raise RestartFailedError(f"restart of {bundle_id} on {node}: {verdict.failed}", fix)
+        if verdict.act == "unban":
+            marks["stopped"] = time.monotonic() - started
+            holds.unban(node)
+        elif verdict.act == "release":
+            marks["active"] = time.monotonic() - started
+            holds.release()
+        phase = verdict.phase
+        if phase == "done":
+            break
+        if time.monotonic() - started > timeout:
+            raise PacemakerTimeoutError(
+                f"restart of {bundle_id} on {node} did not finish within {timeout:g}s "
+                f"(still {phase})",
+                f"check {cmd.quoted(cmd.cluster_state())}; the constraints are removed",
+                argv=["crm_mon"],
+                rc=RC_TIMEOUT,
+            )
+        time.sleep(poll)
     return RestartReport(
         bundle=bundle_id,
         node=node,

@@ -65,6 +65,11 @@ def enable(resource: str) -> list[str]:
     return ["crm_resource", "--resource", resource, "--meta", "--delete-parameter", "target-role"]
 
 
+def leave_resource_maintenance(resource: str) -> list[str]:
+    """``resource`` leaves maintenance (its ``maintenance`` meta attribute removed)."""
+    return ["crm_resource", "--resource", resource, "--meta", "--delete-parameter", "maintenance"]
+
+
 def set_interleave(bundle: str) -> list[str]:
     """``interleave=true`` on a bundle (what ``pcmkimg guard add`` sets)."""
     return [
@@ -122,6 +127,11 @@ def node_unmaintenance(node: str) -> list[str]:
 def delete_constraint(constraint_id: str) -> list[str]:
     """Remove the constraint with this id, whatever its kind."""
     return ["cibadmin", "--delete", "--xpath", f"//constraints/*[@id='{constraint_id}']"]
+
+
+def delete_meta_set(set_id: str) -> list[str]:
+    """Remove the meta attribute set with this id (e.g. a restart's pin of a bundle)."""
+    return ["cibadmin", "--delete", "--xpath", f"//resources//meta_attributes[@id='{set_id}']"]
 
 
 def cluster_state() -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pcmkimg.core import cib, naming
+from pcmkimg.core import cib, naming, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.reference import Reference
 from pcmkimg.errors import Refused, UsageError
@@ -107,6 +107,11 @@ def after_restart_problems(
         problems.append(
             f"replica {number} moved from {node} to {where}, which does not have the new image"
         )
+    problems += [
+        f"replica {other} moved from {was} to {now.active[other]} during the restart on {node}"
+        for other, was in sorted(start.active.items())
+        if other != number and now.active.get(other, was) != was
+    ]
     if now.promoted < start.promoted:
         problems.append(
             f"{now.promoted} promoted instance(s) after the restart on {node}, "
@@ -185,8 +190,18 @@ def _classify(image: str, scheme: naming.Scheme) -> naming.FloatingName | None:
 
 
 def order_nodes(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
-    """Nodes without a replica first, then active ones, the promoted replica last."""
-    return sorted(facts, key=lambda f: (f.active, f.promoted, f.name))
+    """Nodes with an active replica first, the promoted replica last among them; then nodes
+    where a replica's start failed (the update starts it there); nodes without a replica
+    last. A new image that fails is found, and rolled back, on the first node whose replica
+    restarts, before any other node was given it: a restart never moves a replica to another
+    node, so no node needs the new image before its own turn."""
+
+    def rank(f: NodeFacts) -> tuple[int, str]:
+        if f.active:
+            return (1 if f.promoted else 0, f.name)
+        return (2 if f.failed_start else 3, f.name)
+
+    return sorted(facts, key=rank)
 
 
 def choose_nodes(
@@ -315,18 +330,26 @@ def node_facts_of(cluster: Cluster, bundles: Sequence[cib.Bundle]) -> dict[str, 
     # Hosts only: crm_mon can list a bundle replica's implicit guest node as a member, and so
     # can the CIB's <nodes> section (attributes set on a guest node land there): a node that
     # is a replica's guest node is never a host.
+    # Pacemaker Remote nodes run bundles too (their stores are reached as pcmkimg.conf says).
     guests = {r.guest for r in cluster.status.replicas if r.guest}
     members = {n.uname for n in cib.nodes(cluster.config) if n.kind == "member"} - guests
-    hosts = [n for n in cluster.status.nodes if n.kind == "member" and n.name in members]
+    hosts = [
+        n
+        for n in cluster.status.nodes
+        if (n.kind == "member" and n.name in members)
+        or (n.kind == "remote" and n.name not in guests)
+    ]
     found: dict[str, list[NodeFacts]] = {}
     for bundle in bundles:
         bundle_id, guard = bundle.id, bundle.guard
         refused = {
             f.node
             for f in starts
-            if f.resource.startswith(f"{bundle_id}-")
+            if cib.is_replica_resource(bundle_id, f.resource)
             or (guard and f.resource == guard.primitive_id)
         }
+        # A failed start here is healed by a start here only while a replica runs nowhere.
+        spare = sum(r.active for r in cluster.status.replicas_of(bundle_id)) < bundle.replicas
         never = banned.get(bundle_id, set())
         facts = found[bundle_id] = []
         for node in hosts:
@@ -348,7 +371,9 @@ def node_facts_of(cluster: Cluster, bundles: Sequence[cib.Bundle]) -> dict[str, 
                     active=bool(replica and replica.active),
                     promoted=bool(replica and replica.role == "Promoted"),
                     why_not_ready=why,
-                    failed_start=node.name in refused and not (replica and replica.active),
+                    failed_start=node.name in refused
+                    and not (replica and replica.active)
+                    and spare,
                 )
             )
     return found
@@ -361,7 +386,7 @@ def healable(failure: cib.Failure, bundle_id: str, missing: Collection[str]) -> 
     return (
         failure.node in missing
         and failure.task == "start"
-        and failure.resource.startswith(f"{bundle_id}-")
+        and cib.is_replica_resource(bundle_id, failure.resource)
     )
 
 
@@ -382,8 +407,8 @@ def preflight_problems(
             + cmd.quoted(cmd.clear_ban(ban.resource, ban.node))
         )
     bundle = cib.bundle(cluster.config, bundle_id)
-    if not bundle.is_managed:
-        problems.append(f"bundle {bundle_id} is unmanaged")
+    for problem, fix in restart.restart_blockers(cluster.config, bundle):
+        problems.append(f"{problem}; {fix}")
     for replica in cluster.status.replicas_of(bundle_id):
         if replica.failed or (replica.node and not replica.active):
             problems.append(f"replica {replica.container_id} on {replica.node} is not healthy")

@@ -30,6 +30,44 @@ class RestartNoQuorumError(RestartRefusedError):
     """A replica restart was refused: the cluster (partition) has no quorum."""
 
 
+def restart_blockers(config: cib.Element, bundle: cib.Bundle) -> list[tuple[str, str]]:
+    """(problem, fix) for each setting of the cluster or of ``bundle`` under which Pacemaker
+    would not carry out an in-place restart of one replica, or could not keep it in place:
+    maintenance mode, the bundle or its guard unmanaged or disabled, more than one replica
+    per host (a stopped replica could move into a free slot of a node that runs another)."""
+    found: list[tuple[str, str]] = []
+    if cib.is_true(cib.cluster_properties(config).get("maintenance-mode")):
+        fix = f"leave maintenance mode ({cmd.quoted(cmd.leave_maintenance_mode())}) first"
+        found.append(("the cluster is in maintenance mode", fix))
+    if not bundle.is_managed:
+        found.append(
+            (f"bundle {bundle.id} is unmanaged", f"{cmd.quoted(cmd.manage(bundle.id))} first")
+        )
+    if cib.is_true(bundle.meta.get("maintenance")):
+        found.append(
+            (f"bundle {bundle.id} is in maintenance (meta maintenance=true)",
+             f"{cmd.quoted(cmd.leave_resource_maintenance(bundle.id))} first"),
+        )  # fmt: skip
+    if (bundle.target_role or "").lower() == "stopped":
+        found.append(
+            (f"bundle {bundle.id} is disabled (target-role=Stopped)",
+             f"{cmd.quoted(cmd.enable(bundle.id))} first, or leave it stopped"),
+        )  # fmt: skip
+    if bundle.guard is not None and not bundle.guard.managed:
+        found.append(
+            (f"the guard {bundle.guard.clone_id} of {bundle.id} is unmanaged",
+             f"{cmd.quoted(cmd.manage(bundle.guard.clone_id))} first"),
+        )  # fmt: skip
+    if bundle.replicas_per_host > 1:
+        found.append(
+            (f"bundle {bundle.id} has replicas-per-host={bundle.replicas_per_host}: a replica "
+             "stopped for its restart could start again in a free slot of another node, which "
+             "pcmkimg cannot hold off without stopping the replica running there",
+             f"set replicas-per-host=1 on {bundle.id}, or restart its replicas by hand"),
+        )  # fmt: skip
+    return found
+
+
 def check_restartable(
     config: cib.Element, state: cib.ClusterStatus, bundle_id: str, node: str
 ) -> cib.ReplicaStatus:
@@ -41,20 +79,8 @@ def check_restartable(
             f"{where}: the cluster has no quorum",
             "restore quorum (bring nodes back online), then retry",
         )
-    if cib.is_true(cib.cluster_properties(config).get("maintenance-mode")):
-        raise RestartRefusedError(
-            f"{where}: the cluster is in maintenance mode",
-            f"leave maintenance mode ({cmd.quoted(cmd.leave_maintenance_mode())}) first",
-        )
-    if not bundle.is_managed:
-        raise RestartRefusedError(
-            f"{where}: the bundle is unmanaged", f"{cmd.quoted(cmd.manage(bundle_id))} first"
-        )
-    if (bundle.target_role or "").lower() == "stopped":
-        raise RestartRefusedError(
-            f"{where}: the bundle is disabled (target-role=Stopped)",
-            f"{cmd.quoted(cmd.enable(bundle_id))} first, or leave it stopped",
-        )
+    for problem, fix in restart_blockers(config, bundle):
+        raise RestartRefusedError(f"{where}: {problem}", fix)
     known = state.node(node)
     if known is None:
         names = ", ".join(n.name for n in state.nodes) or "none"
@@ -109,7 +135,7 @@ def new_failures(
         if f.key not in seen
         and not f.degraded
         and f.node in (node, guest)
-        and (f.resource.startswith(f"{bundle.id}-") or f.resource == inner)
+        and (cib.is_replica_resource(bundle.id, f.resource) or f.resource == inner)
     ]
 
 
@@ -159,6 +185,28 @@ def ban_element(resource: str, node: str, end: str) -> cib.Element:
     return location
 
 
+def pin_id(bundle_id: str) -> str:
+    """The id of the meta attribute set a restart adds to the bundle (see :func:`pin_element`)."""
+    return f"{bundle_id}-{MARK}-pin"
+
+
+def pin_element(bundle_id: str, end: str) -> cib.Element:
+    """``<bundle id=...>`` with the set that pins every replica of ``bundle_id`` to its node
+    while the date is before ``end``: ``resource-stickiness=INFINITY``, ahead of the bundle's
+    own sets (score INFINITY). With Pacemaker's default stickiness (0) a replica stopped by a
+    ban lets the scheduler place the others anew, and they move; pinned, only the banned
+    replica stops. A change of meta attributes restarts nothing."""
+    pid = pin_id(bundle_id)
+    bundle = etree.Element("bundle", id=bundle_id)
+    meta = etree.SubElement(bundle, "meta_attributes", id=pid, score="INFINITY")
+    rule = etree.SubElement(meta, "rule", {"id": f"{pid}-rule", "boolean-op": "and"})
+    etree.SubElement(rule, "date_expression", id=f"{pid}-lifetime", operation="lt", end=end)
+    etree.SubElement(
+        meta, "nvpair", id=f"{pid}-stickiness", name="resource-stickiness", value="INFINITY"
+    )
+    return bundle
+
+
 def bans_xml(resource: str, nodes: Sequence[str], end: str) -> str:
     """The ``<constraints>`` of one ``cibadmin --modify --scope constraints``: a ban with the
     lifetime ``end`` of ``resource`` on each of ``nodes``."""
@@ -166,6 +214,19 @@ def bans_xml(resource: str, nodes: Sequence[str], end: str) -> str:
     for node in nodes:
         constraints.append(ban_element(resource, node, end))
     return etree.tostring(constraints, encoding="unicode")
+
+
+def holds_xml(bundle_id: str, nodes: Sequence[str], end: str, *, pin: bool) -> str:
+    """The ``<configuration>`` of one ``cibadmin --modify --scope configuration``: the bans of
+    :func:`bans_xml` and, with ``pin``, the bundle's pin (:func:`pin_element`), all with the
+    lifetime ``end`` (written again, an existing one gets the new end)."""
+    configuration = etree.Element("configuration")
+    constraints = etree.SubElement(configuration, "constraints")
+    for node in nodes:
+        constraints.append(ban_element(bundle_id, node, end))
+    if pin:
+        etree.SubElement(configuration, "resources").append(pin_element(bundle_id, end))
+    return etree.tostring(configuration, encoding="unicode")
 
 
 def own_bans(config: cib.Element, resource: str) -> list[str]:
@@ -179,6 +240,15 @@ def own_bans(config: cib.Element, resource: str) -> list[str]:
         and el.get("rsc") == resource
         and el.find(f"rule[@id='{cid}-{MARK}']") is not None
     ]
+
+
+def own_pin(config: cib.Element, bundle_id: str) -> bool:
+    """Whether the bundle carries the pin of a restart (in force or expired)."""
+    pid = pin_id(bundle_id)
+    return any(
+        el.get("id") == bundle_id and el.find(f"meta_attributes[@id='{pid}']") is not None
+        for el in config.iterfind("configuration/resources//bundle")
+    )
 
 
 def hold_nodes(state: cib.ClusterStatus, bundle_id: str, node: str) -> list[str]:
@@ -195,8 +265,17 @@ def hold_nodes(state: cib.ClusterStatus, bundle_id: str, node: str) -> list[str]
     ]
 
 
-def check_no_bans(config: cib.Element, resource: str, nodes: Iterable[str]) -> None:
-    """Refuse when a constraint with the id a restart would place already exists."""
+def check_no_bans(
+    config: cib.Element, resource: str, nodes: Iterable[str], *, pin: bool = False
+) -> None:
+    """Refuse when a constraint with the id a restart would place already exists (and, with
+    ``pin``, when the bundle carries a pin already)."""
+    if pin and own_pin(config, resource):
+        raise RestartRefusedError(
+            f"restart of {resource} refused: {pin_id(resource)} exists already (left by a "
+            "restart that was killed)",
+            "run the update again: its preflight removes what a killed restart left",
+        )
     ids = {el.get("id") for el in config.iterfind("configuration/constraints/rsc_location")}
     taken = [ban_id(resource, n) for n in nodes if ban_id(resource, n) in ids]
     if taken:

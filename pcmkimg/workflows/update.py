@@ -19,6 +19,7 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
+from pcmkimg.core import restart as restart_rules
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.report import NodeResult, Result, UpdateReport
 from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, PcmkimgError, Unreachable
@@ -183,12 +184,32 @@ class Updater:
             self.updated.add(node)
             self.say(f"{node}: {bundle.floating} now names {ref} ({target_id[:12]})")
         try:
-            return self._restart_if_needed(bundle, res, target_id, restart, retag)
+            # The holds of a restart that fails stay until the rollback is done: the replica
+            # can only come back here, on the previous image.
+            with pacemaker.holding(self.runner, bundle.id, self.timeout) as holds:
+                return self._update_or_roll_back(bundle, res, ref, target_id, restart, retag, holds)
         except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
             # A ban left behind, or the lease lost to another process: no rollback now, it
             # could not work (the ban) or would race the other holder (the lease).
-            res.result = "failed"
-            self.record("failed", service=bundle.service, node=node, error=exc.one_line())
+            if res.result not in ("rolled-back", "rollback-failed"):
+                res.result = "failed"
+                self.record("failed", service=bundle.service, node=node, error=exc.one_line())
+            raise
+
+    def _update_or_roll_back(
+        self,
+        bundle: plan.BundleRef,
+        res: NodeResult,
+        ref: Reference | str,
+        target_id: str,
+        restart: bool,
+        retag: images.Retagged,
+        holds: pacemaker.Holds,
+    ) -> NodeResult:
+        node = res.node
+        try:
+            return self._restart_if_needed(bundle, res, target_id, restart, retag, holds)
+        except (pacemaker.BanNotRemovedError, lease.LeaseError):
             raise
         except PcmkimgError as exc:
             self.record("failed", service=bundle.service, node=node, error=exc.one_line())
@@ -199,6 +220,7 @@ class Updater:
                 # failed on the new image is rolled back to what that run moved it from (its
                 # journal says; else the image kept under the rollback name); anything else
                 # changed nothing here and is reported as it is.
+                store = self.stores.get(node)
                 earlier = self.earlier_retag(bundle, node, target_id) or self.previous_retag(
                     bundle, store, target_id
                 )
@@ -207,7 +229,7 @@ class Updater:
                     raise
                 undo = earlier
                 res.before = earlier.old_id
-            self.rollback_node(bundle, node, res, undo)
+            self.rollback_node(bundle, node, res, undo, holds)
             res.result = "rolled-back"
             raise UpdateFailed(
                 f"update of {bundle.service} failed on {node} and was rolled back: {exc.message}",
@@ -262,10 +284,13 @@ class Updater:
         target_id: str,
         restart: bool,
         retag: images.Retagged,
+        holds: pacemaker.Holds,
     ) -> NodeResult:
         node = res.node
         status = pacemaker.status(self.runner)
-        started_here = restart and self.heal(bundle, node, status, missing=retag.old_id is None)
+        started_here = restart and self.heal(
+            bundle, node, status, holds, missing=retag.old_id is None
+        )
         if started_here:
             status = pacemaker.status(self.runner)
         replica = status.replica_on(bundle.id, node)
@@ -298,7 +323,7 @@ class Updater:
         self.say(f"{node}: restarting {container} (waiting up to {self.timeout:.0f}s)")
         self.record("restart", service=bundle.service, node=node, container=container)
         res.restarted = True
-        where = self.restart(bundle, node, replica, res)
+        where = self.restart(bundle, node, replica, res, holds)
         res.container_after, running_image = self.container_image(where, container)
         if running_image != target_id:
             raise pacemaker.RestartFailedError(
@@ -325,14 +350,19 @@ class Updater:
         return res
 
     def restart(
-        self, bundle: plan.BundleRef, node: str, replica: cib.ReplicaStatus, res: NodeResult
+        self,
+        bundle: plan.BundleRef,
+        node: str,
+        replica: cib.ReplicaStatus,
+        res: NodeResult,
+        holds: pacemaker.Holds,
     ) -> str:
         """Restart ``replica`` on ``node``; check it is active again, on ``node`` or on a node
         this update gave the new image, with as many promoted instances as before. The node
         where it runs now; the restart's wall time and the real downtime go into ``res``."""
         wall, started = time.time(), time.monotonic()
         try:
-            pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
+            pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout, holds=holds)
         finally:
             res.restart_seconds = round(time.monotonic() - started, 3)
         now = plan.health(pacemaker.status(self.runner), bundle.id)
@@ -414,7 +444,13 @@ class Updater:
         return None
 
     def heal(
-        self, bundle: plan.BundleRef, node: str, status: cib.ClusterStatus, *, missing: bool
+        self,
+        bundle: plan.BundleRef,
+        node: str,
+        status: cib.ClusterStatus,
+        holds: pacemaker.Holds,
+        *,
+        missing: bool,
     ) -> bool:
         """Clean up what kept the replica off ``node`` now that the floating name is there.
 
@@ -422,15 +458,18 @@ class Updater:
         node until its failure is cleaned up; a degraded monitor (190) stays listed until then.
         A failed start of the replica itself is cleaned up too when the floating name was
         missing here before the retag (the bundle then tried to pull it), never otherwise.
-        True when the replica was off and the cleanup let it start.
+        The cleanup runs under ``holds`` (the pin, and bans on the other nodes without a
+        replica), so that nothing but a replica starting here follows from it. True when a
+        replica is expected to start here: none ran here and the bundle has one that runs
+        nowhere (with every replica running elsewhere, nothing starts here).
         """
-        guard = cib.bundle(pacemaker.query_cib(self.runner), bundle.id).guard
+        config = cib.bundle(pacemaker.query_cib(self.runner), bundle.id)
         resources: list[str] = []
         failures: list[cib.Failure] = []
-        if guard is not None:
-            found = status.failures_of([guard.primitive_id], node)
+        if config.guard is not None:
+            found = status.failures_of([config.guard.primitive_id], node)
             if found:
-                resources.append(guard.primitive_id)
+                resources.append(config.guard.primitive_id)
                 failures += found
         if missing:
             found = [f for f in status.real_failures if plan.healable(f, bundle.id, {node})]
@@ -441,17 +480,20 @@ class Updater:
             return False
         replica = status.replica_on(bundle.id, node)
         was_active = bool(replica and replica.active)
+        spare = sum(r.active for r in status.replicas_of(bundle.id)) < config.replicas
         self.say(f"{node}: cleaning up the failures of {', '.join(resources)}")
+        holds.place(restart_rules.hold_nodes(status, bundle.id, node))
         for resource in resources:
             pacemaker.cleanup(self.runner, resource, node)
         pacemaker.settle(self.runner, self.timeout)
+        holds.release()
         self.record(
             "guard-cleanup",
             service=bundle.service,
             node=node,
             failures=[f.op_key for f in failures],
         )
-        return not was_active
+        return not was_active and spare
 
     def publish(self, bundle: plan.BundleRef, node: str) -> None:
         """Show the new real image in the node attribute, as the guard's next monitor would
@@ -466,11 +508,17 @@ class Updater:
             self.say(f"{node}: could not update the node attribute: {exc.message}")
 
     def rollback_node(
-        self, bundle: plan.BundleRef, node: str, res: NodeResult, undo: images.Retagged
+        self,
+        bundle: plan.BundleRef,
+        node: str,
+        res: NodeResult,
+        undo: images.Retagged,
+        holds: pacemaker.Holds,
     ) -> None:
         """Put the floating and the rollback name back exactly as they were before ``undo``
         and bring the replica back on the previous image: cleaned up and started if it is
-        down, restarted if it runs another image."""
+        down, restarted if it runs another image; all under the failed restart's ``holds``,
+        so that it can only come back on ``node``."""
         store = self.stores.get(node)
         back = undo.rollback_name or str(naming.rollback_for(bundle.ref, store.scheme))
         fix = f"on {node}: {cmd.quoted(cmd.tag(back, bundle.floating))}, then " + cmd.quoted(
@@ -499,7 +547,7 @@ class Updater:
                 )
             _, running = self.container_image(node, replica.container_id)
             if running != res.before:
-                pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout)
+                pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout, holds=holds)
                 _, running = self.container_image(node, replica.container_id)
             if running != res.before:
                 raise pacemaker.RestartFailedError(

@@ -188,6 +188,7 @@ EVERY = [
     # are printed only when it is set (is-managed=false, target-role=Stopped).
     C.manage("cinder-volume-bundle"),
     C.enable("cinder-volume-bundle"),
+    C.leave_resource_maintenance("cinder-volume-bundle"),
     C.set_interleave("galera-bundle"),
     C.list_resources(),
     C.leave_maintenance_mode(),
@@ -195,6 +196,7 @@ EVERY = [
     C.node_unstandby("controller-1"),
     C.node_unmaintenance("controller-1"),
     C.delete_constraint("cli-ban-galera-bundle-on-controller-1"),
+    C.delete_meta_set("cinder-volume-bundle-meta_attributes"),
     C.cluster_state(),
     C.status_xml(),
     C.query_cib(),
@@ -245,6 +247,7 @@ _ARGS: dict[str, list[tuple[str, ...]]] = {
     "enable_podman_socket": [()],
     "manage": [("cinder-volume-bundle",)],
     "enable": [("cinder-volume-bundle",)],
+    "leave_resource_maintenance": [("cinder-volume-bundle",)],
     "set_interleave": [("galera-bundle",)],
     "list_resources": [()],
     "leave_maintenance_mode": [()],
@@ -252,6 +255,7 @@ _ARGS: dict[str, list[tuple[str, ...]]] = {
     "node_unstandby": [("controller-1",)],
     "node_unmaintenance": [("controller-1",)],
     "delete_constraint": [("cli-ban-galera-bundle-on-controller-1",)],
+    "delete_meta_set": [("cinder-volume-bundle-meta_attributes",)],
     "cluster_state": [()],
     "status_xml": [()],
     "query_cib": [()],
@@ -308,6 +312,7 @@ def test_meta_commands_change_the_bundle(tmp_path: Path) -> None:
     assert "is-managed=true" in nvpairs(f, meta.format("cinder-volume-bundle"))
     run_pacemaker(C.manage("cinder-volume-bundle"), f)
     run_pacemaker(C.enable("cinder-volume-bundle"), f)
+    run_pacemaker(C.leave_resource_maintenance("cinder-volume-bundle"), f)
     assert nvpairs(f, meta.format("cinder-volume-bundle")) == []
     cinder = cib.bundle(load(f), "cinder-volume-bundle")
     assert cinder.is_managed and cinder.target_role is None

@@ -11,10 +11,11 @@ from the fixtures in ``tests/fixtures/cib``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,26 @@ class FakeStore(StorePort):
         return found.image_id if found else None
 
 
+class FakeHolds:
+    """A restart's holds (pacemaker.Holds): placing and releasing them are events."""
+
+    def __init__(self, events: list[tuple[str, ...]]) -> None:
+        self.events = events
+        self.placed = False
+
+    def place(self, nodes: Sequence[str]) -> None:
+        self.placed = True
+        self.events.append(("hold", *nodes))
+
+    def unban(self, node: str) -> None:
+        pass
+
+    def release(self, *, interrupted: bool = False) -> None:
+        if self.placed:
+            self.placed = False
+            self.events.append(("release",))
+
+
 class FakeCluster:
     """The Pacemaker operations ``execute`` uses, on a scripted cluster.
 
@@ -247,6 +268,7 @@ class FakeCluster:
         ):
             monkeypatch.setattr(pacemaker, name, getattr(self, name))
         monkeypatch.setattr(pacemaker, "settle", self.wait)  # the restart's own waiting
+        monkeypatch.setattr(pacemaker, "holding", self.holding)
         monkeypatch.setattr(pacemaker, "remove_own_bans", lambda runner, bundle, config: [])
         return self
 
@@ -295,8 +317,25 @@ class FakeCluster:
 
     # -- acting --------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def holding(
+        self, runner: pacemaker.Runner, bundle_id: str, timeout: float
+    ) -> Iterator[FakeHolds]:
+        assert (runner, bundle_id, timeout) == (RUNNER, BUNDLE_ID, TIMEOUT)
+        holds = FakeHolds(self.events)
+        try:
+            yield holds
+        finally:
+            holds.release()
+
     def restart_replica(
-        self, runner: pacemaker.Runner, bundle_id: str, node: str, timeout: float = 120
+        self,
+        runner: pacemaker.Runner,
+        bundle_id: str,
+        node: str,
+        timeout: float = 120,
+        *,
+        holds: FakeHolds,
     ) -> None:
         assert (runner, bundle_id, timeout) == (RUNNER, BUNDLE_ID, TIMEOUT)
         self.events.append(("restart", node))
@@ -615,7 +654,7 @@ def rollback(
     res = execute.NodeResult(store.node, before=before, after=NEW_ID, retagged=True)
     try:
         make_updater(tmp_path, {store.node: store}).rollback_node(
-            BUNDLE, store.node, res, moved(store.node, before)
+            BUNDLE, store.node, res, moved(store.node, before), FakeHolds([])
         )
     except Exception as exc:  # the tests look at the error
         return res, exc
@@ -678,7 +717,7 @@ def test_rollback_fails_when_the_replica_keeps_running_the_new_image(
     monkeypatch.setattr(
         pacemaker,
         "restart_replica",
-        lambda *args: cluster.events.append(("restart", args[2])),
+        lambda *args, **kwargs: cluster.events.append(("restart", args[2])),
     )
     res, raised = rollback(tmp_path, store)
     assert isinstance(raised, execute.RollbackFailed)
@@ -738,7 +777,8 @@ def restart_if_needed(
         cluster.extra_failures.append(guard_failure("controller-2"))
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
     updater = make_updater(tmp_path, {store.node: store})
-    assert updater._restart_if_needed(BUNDLE, res, NEW_ID, restart, moved(store.node)) is res
+    holds = FakeHolds(cluster.events)
+    assert updater._restart_if_needed(BUNDLE, res, NEW_ID, restart, moved(store.node), holds) is res
     return store, cluster, res
 
 
@@ -1013,7 +1053,10 @@ def test_preflight_lists_leftover_cli_constraints() -> None:
 
 def test_preflight_refuses_an_unmanaged_bundle() -> None:
     config = cib.set_bundle_meta(_cib("base.xml"), BUNDLE_ID, "is-managed", "false").new_cib
-    assert preflight(config, "mon-ok.xml") == [f"bundle {BUNDLE_ID} is unmanaged"]
+    assert preflight(config, "mon-ok.xml") == [
+        f"bundle {BUNDLE_ID} is unmanaged; `crm_resource --resource {BUNDLE_ID} --meta "
+        "--delete-parameter is-managed` first"
+    ]
 
 
 def test_preflight_refuses_without_quorum_and_names_the_lost_node() -> None:
@@ -1057,7 +1100,9 @@ def test_a_healed_node_whose_replica_does_not_start_is_a_failure(
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
     updater = make_updater(tmp_path, {store.node: store})
     with pytest.raises(pacemaker.RestartFailedError, match="did not start"):
-        updater._restart_if_needed(BUNDLE, res, NEW_ID, True, moved(store.node))
+        updater._restart_if_needed(
+            BUNDLE, res, NEW_ID, True, moved(store.node), FakeHolds(cluster.events)
+        )
 
 
 def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(

@@ -24,18 +24,21 @@ def update_steps(plan: P.Plan) -> list[P.Step]:
 # --------------------------------------------------------------------------- ordering
 
 
-def test_nodes_without_replica_first_then_active_promoted_last() -> None:
+def test_active_first_promoted_last_of_them_then_failed_starts_then_no_replica() -> None:
+    """A new image that does not start is found on the first restart and rolled back there,
+    before any node without a replica was given it (issue 18 item 2: they went first)."""
     facts = [
         fact("c-0", active=True, promoted=True),
         fact("c-1", active=True),
         fact("c-2"),
         fact("c-3", active=True),
         fact("c-4"),
+        fact("c-5", failed_start=True),
     ]
     plan = P.plan_update(BUNDLE, TARGET, facts, None)
-    assert plan.targets == ("c-2", "c-4", "c-1", "c-3", "c-0")
+    assert plan.targets == ("c-1", "c-3", "c-0", "c-5", "c-2", "c-4")
     assert [s.nodes for s in update_steps(plan)] == [(n,) for n in plan.targets]
-    assert [s.restart for s in update_steps(plan)] == [False, False, True, True, True]
+    assert [s.restart for s in update_steps(plan)] == [True, True, True, True, False, False]
 
 
 def test_steps_lease_preflight_pull_then_one_update_per_node_then_release() -> None:
@@ -67,7 +70,7 @@ def test_promoted_replica_is_named_and_no_restart_plans_no_restart() -> None:
 def test_named_nodes_only_in_planned_order_duplicates_once() -> None:
     facts = [fact("c-0", active=True, promoted=True), fact("c-1", active=True), fact("c-2")]
     plan = P.plan_update(BUNDLE, TARGET, facts, ["c-0", "c-2", "c-0"])
-    assert plan.targets == ("c-2", "c-0")
+    assert plan.targets == ("c-0", "c-2")
 
 
 def test_all_leaves_banned_nodes_alone() -> None:

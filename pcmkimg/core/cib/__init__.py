@@ -78,6 +78,7 @@ from pcmkimg.core.cib.status import (
     ReplicaStatus,
     clone_instances,
     cluster_status,
+    is_replica_resource,
 )
 from pcmkimg.core.cib.xml import (
     CibParseError,
@@ -94,6 +95,7 @@ from pcmkimg.core.cib.xml import (
 )
 
 __all__ = [
+    "is_replica_resource",
     "Bundle",
     "BundleNotFoundError",
     "CibChange",

@@ -133,6 +133,8 @@ class Guard:
     interleave_record: str | None  # bundle's interleave before the guard; "unset"; None
     attribute: str | None = None
     """The guard's ``attribute`` parameter: the node attribute it publishes (None: default)."""
+    managed: bool = True
+    """Neither the clone nor its primitive has ``is-managed=false``."""
 
     @property
     def complete(self) -> bool:
@@ -149,6 +151,7 @@ class Bundle:
     primitive: Primitive | None
     meta: Mapping[str, str] = field(default_factory=dict)
     guard: Guard | None = None
+    replicas_per_host: int = 1
 
     @property
     def promotable(self) -> bool:
@@ -239,6 +242,9 @@ def _find_guard(index: _Index, bundle_id: str) -> Guard | None:
         clone_interleave=is_true(meta.get("interleave")),
         interleave_record=meta.get(GUARD_RECORD),
         attribute=params.get("attribute") or None,
+        managed=all(
+            is_true(m.get("is-managed", "true")) for m in (meta, _nvpairs(prim, "meta_attributes"))
+        ),
     )
 
 
@@ -257,6 +263,7 @@ def _bundle_from(index: _Index, el: Element) -> Bundle:
         primitive=_primitive(el.find("primitive")),
         meta=_nvpairs(el, "meta_attributes"),
         guard=_find_guard(index, bundle_id),
+        replicas_per_host=_int(runtime_el.get("replicas-per-host"), 1),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -13,6 +14,17 @@ _ROLE_ALIASES = {"Master": "Promoted", "Slave": "Unpromoted"}
 
 
 # --------------------------------------------------------------------------- status
+
+_REPLICA_SUFFIX = re.compile(r"-(?:(?:docker|podman|rkt)-\d+|\d+|ip-[0-9A-Fa-f.:]+)")
+
+
+def is_replica_resource(bundle_id: str, resource: str) -> bool:
+    """Whether ``resource`` is one of the resources Pacemaker makes for the replicas of
+    ``bundle_id``: ``B-RUNTIME-N`` (container), ``B-N`` (remote connection), ``B-ip-ADDR``.
+    Exactly: the guard ``B-guard`` and another bundle ``B-x`` are not."""
+    return resource.startswith(f"{bundle_id}-") and bool(
+        _REPLICA_SUFFIX.fullmatch(resource, len(bundle_id))
+    )
 
 
 @dataclass(frozen=True)
