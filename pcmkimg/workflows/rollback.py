@@ -13,6 +13,7 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming, plan
+from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows.update import NodeResult, UpdateFailed, Updater
 
 
@@ -40,16 +41,35 @@ def rollback(
             )
 
         updater = Updater(runner, stores, jrnl, say, timeout, holding=held)
-        updater.baseline = plan.health(cluster.status, bundle.id)
+        updater.baseline = plan.health(_without_leftover_bans(updater, bundle).status, bundle.id)
         res = NodeResult(node)
         updater.record("rollback", service=bundle.service, node=node, to=target.id)
         try:
             updater.update_node(bundle, res, back, target.id, True)
         except UpdateFailed as exc:
+            cause = exc.__cause__
+            said = cause.message if isinstance(cause, PcmkimgError) else exc.message
             raise UpdateFailed(
                 f"rollback of {bundle.service} on {node} failed, and {node} was put back on "
-                f"the image it ran before: {exc.message}",
+                f"the image it ran before: {said}",
                 f"the image under {back} does not start on {node}; update the node to a "
-                "working image instead",
+                "working image instead"
+                if isinstance(cause, pacemaker.RestartFailedError)
+                else exc.fix,
             ) from exc
     return bundle, res, target.id
+
+
+def _without_leftover_bans(updater: Updater, bundle: plan.BundleRef) -> plan.Cluster:
+    """The cluster read under the lease, once the bans an earlier, killed restart of
+    ``bundle`` left are gone and the cluster has settled (the update's preflight does the
+    same): the rollback's baseline."""
+    cluster = pacemaker.read_cluster(updater.runner)
+    left = pacemaker.remove_own_bans(updater.runner, bundle.id, cluster.config)
+    if not left:
+        return cluster
+    for cid in left:
+        updater.say(f"removed {cid}, left behind by an earlier restart")
+    pacemaker.settle(updater.runner, updater.timeout)
+    updater.record("leftover-bans", service=bundle.service, removed=left)
+    return pacemaker.read_cluster(updater.runner)
