@@ -329,16 +329,16 @@ def node_facts_of(cluster: Cluster, bundles: Sequence[cib.Bundle]) -> dict[str, 
     starts = [f for f in cluster.status.real_failures if f.task == "start"]
     # Hosts only: crm_mon can list a bundle replica's implicit guest node as a member, and so
     # can the CIB's <nodes> section (attributes set on a guest node land there): a node that
-    # is a replica's guest node is never a host.
-    # Pacemaker Remote nodes run bundles too (their stores are reached as pcmkimg.conf says).
+    # is a replica's guest node is never a host. Pacemaker Remote nodes (an ocf:pacemaker:remote
+    # connection) run bundles too; their stores are reached as pcmkimg.conf says.
+    configured = cib.nodes(cluster.config)
     guests = {r.guest for r in cluster.status.replicas if r.guest}
-    members = {n.uname for n in cib.nodes(cluster.config) if n.kind == "member"} - guests
-    hosts = [
-        n
-        for n in cluster.status.nodes
-        if (n.kind == "member" and n.name in members)
-        or (n.kind == "remote" and n.name not in guests)
-    ]
+    guests |= {n.uname for n in configured if n.kind == "guest"}
+    hosts_by_kind = {
+        kind: {n.uname for n in configured if n.kind == kind} - guests
+        for kind in ("member", "remote")
+    }
+    hosts = [n for n in cluster.status.nodes if n.name in hosts_by_kind.get(n.kind, ())]
     found: dict[str, list[NodeFacts]] = {}
     for bundle in bundles:
         bundle_id, guard = bundle.id, bundle.guard

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from lxml import etree
 
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
@@ -1269,3 +1270,90 @@ def test_the_plan_is_what_runs_step_by_step(
     assert stores["controller-1"].names[FLOATING] == OLD_ID
     assert [e[1] for e in cluster.kinds("restart")] == ["controller-2", "controller-0"]
     assert cluster.events[0][0] == "acquire" and cluster.events[-1] == ("release",)
+
+
+# ---------------------------------------------------------------- where Pacemaker will not act
+
+
+def _with_property(config: cib.Element, name: str, value: str) -> cib.Element:
+    props = config.find("configuration/crm_config/cluster_property_set")
+    assert props is not None
+    props.append(etree.Element("nvpair", id=f"test-{name}", name=name, value=value))
+    return config
+
+
+def _guard_unmanaged() -> cib.Element:
+    config = _cib("guard.xml")
+    clone = config.find(f"configuration/resources/clone[@id='{BUNDLE_ID}-guard-clone']")
+    assert clone is not None
+    meta = etree.SubElement(clone, "meta_attributes", id="test-guard-meta")
+    etree.SubElement(meta, "nvpair", id="test-guard-unmanaged", name="is-managed", value="false")
+    return config
+
+
+def _replicas_per_host(config: cib.Element) -> cib.Element:
+    runtime = config.find(f"configuration/resources/bundle[@id='{BUNDLE_ID}']/podman")
+    assert runtime is not None
+    runtime.set("replicas-per-host", "2")
+    return config
+
+
+def _meta(name: str, value: str) -> Callable[[], cib.Element]:
+    return lambda: cib.set_bundle_meta(_cib("base.xml"), BUNDLE_ID, name, value).new_cib
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        (lambda: _with_property(_cib("base.xml"), "maintenance-mode", "true"), "maintenance mode"),
+        (_meta("maintenance", "true"), "is in maintenance"),
+        (_meta("target-role", "Stopped"), "disabled (target-role=Stopped)"),
+        (_guard_unmanaged, f"the guard {BUNDLE_ID}-guard-clone of {BUNDLE_ID} is unmanaged"),
+        (lambda: _replicas_per_host(_cib("base.xml")), "replicas-per-host=2"),
+    ],
+    ids=["maintenance-mode", "bundle-maintenance", "disabled", "guard-unmanaged", "per-host"],
+)
+def test_run_refuses_what_pacemaker_will_not_carry_out_before_any_pull_or_retag(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    config: Callable[[], cib.Element],
+    said: str,
+) -> None:
+    """Issue 18 item 6: in maintenance mode the update retagged, was refused at the restart
+    and rolled back (exit 6); now the preflight refuses (exit 3), nothing pulled or retagged."""
+    stores, cluster = three_nodes(monkeypatch)
+    cluster.config = config()
+    report, raised = run(tmp_path, stores)
+    assert isinstance(raised, plan.PreflightFailed), raised
+    assert said in raised.message
+    assert report.nodes == []
+    assert all(s.called("pull") == [] and s.called("retag") == [] for s in stores.values())
+    assert [e[0] for e in cluster.events] == ["acquire", "release"]
+
+
+def test_a_healed_guard_where_every_replica_runs_elsewhere_is_retag_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18 item 4: the guard of a spare node (2 replicas, both running elsewhere: none
+    can be placed here) refused; the update cleans it up and does not wait for a start that
+    can't come (it reported exit 7, "nothing to roll back to")."""
+    store = store_after_update("controller-2", running_image=None)
+    stores = {n: store_on_old(n) for n in NODES[:2]} | {"controller-2": store}
+    cluster = FakeCluster(stores, config="guard.xml").install(monkeypatch)
+    runtime = cluster.config.find(f"configuration/resources/bundle[@id='{BUNDLE_ID}']/podman")
+    assert runtime is not None
+    runtime.set("replicas", "2")  # both run, on controller-0 and controller-1
+    cluster.extra_failures.append(guard_failure("controller-2"))
+    cluster.starts_on_cleanup = False
+    res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
+    updater = make_updater(tmp_path, {store.node: store})
+    holds = FakeHolds(cluster.events)
+    assert updater._restart_if_needed(BUNDLE, res, NEW_ID, True, moved(store.node), holds) is res
+    assert res.result == "retag-only"
+    assert ("cleanup", f"{BUNDLE_ID}-guard", "controller-2") in cluster.events
+    # The cleanup ran under the holds (the pin), released right after.
+    assert [e[0] for e in cluster.kinds("hold", "cleanup", "release")] == [
+        "hold",
+        "cleanup",
+        "release",
+    ]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from lxml import etree
 
-from pcmkimg.core import naming
+from pcmkimg.core import cib, naming
 from pcmkimg.core import plan as P
 from pcmkimg.core.reference import parse
+from tests import fixtures
 
 FLOATING = "cluster.common.tag/mariadb:pcmklatest"
 BUNDLE = P.BundleRef("galera-bundle", "mariadb", FLOATING)
@@ -239,3 +241,27 @@ def test_after_a_restart_the_replica_is_active_on_an_updated_node_and_promoted_a
         "replica 1 is not active after its restart on c-1",
         "0 promoted instance(s) after the restart on c-1, 1 before the update",
     ]
+
+
+def _remote_cluster() -> P.Cluster:
+    """remote-nodes.xml (members, the remote node compute-0, the guest node guest-0 of a VM)
+    with crm_mon's answer where both are online as type "remote"."""
+    config = cib.parse_cib(fixtures.path("remote-nodes.xml").read_bytes())
+    mon = cib.parse_crm_mon(fixtures.path("mon-ok.xml").read_bytes())
+    nodes = mon.find("nodes")
+    assert nodes is not None
+    for name in ("compute-0", "guest-0"):
+        etree.SubElement(nodes, "node", name=name, id=name, online="true", type="remote")
+    return P.Cluster(config, mon, cib.cluster_status(mon))
+
+
+def test_a_pacemaker_remote_node_is_a_target_and_a_guest_node_is_not() -> None:
+    """Issue 18 item 5: a replica on a Pacemaker Remote node was skipped by --all, and
+    --node compute-0 was "not a cluster node"."""
+    cluster = _remote_cluster()
+    facts = P.node_facts(cluster, "galera-bundle")
+    names = [f.name for f in facts]
+    assert "compute-0" in names and "guest-0" not in names
+    plan = P.plan_update(BUNDLE, TARGET, facts, ["compute-0"])
+    assert plan.targets == ("compute-0",)
+    assert "compute-0" in P.plan_update(BUNDLE, TARGET, facts, None).targets
