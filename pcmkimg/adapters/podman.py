@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -33,6 +33,7 @@ from pcmkimg.adapters.localstore import (
     resolve_local,
     resolve_with_cli,
 )
+from pcmkimg.adapters.signals import signals_held
 from pcmkimg.core.images import (
     HOLD_TAG,
     Container,
@@ -185,6 +186,13 @@ class Store(StorePort):
                 if _status(err) == 404:
                     return None
                 raise
+
+    def apply(self, ops: Iterable[TagOp]) -> None:
+        """The port's :meth:`~StorePort.apply`, with SIGINT, SIGTERM, SIGHUP and SIGQUIT held
+        until the last operation is made: a plan interrupted half-way could leave an image
+        named only by the hold tag (a swap's target, between its second and third move)."""
+        with signals_held():
+            super().apply(ops)
 
     def tag(self, image_id: str, ref: Reference) -> None:
         self._name_call("tag", image_id, ref)

@@ -418,6 +418,31 @@ def restore_plan(
     return tuple(ops)
 
 
+def unswap_plan(
+    floating: Reference,
+    rollback: Reference,
+    *,
+    held: ImageInfo,
+    now: ImageInfo | None,
+    holder: ImageInfo | None,
+) -> tuple[TagOp, ...]:
+    """The tag operations that take a swap of :func:`retag_plan` that stopped half-way (its
+    target ``held``, whose only name was ``rollback``, still has the hold name) back to where
+    it started: ``floating`` on the other image, ``rollback`` on ``held``, no hold name.
+
+    ``now`` is the image ``floating`` names now, ``holder`` the one ``rollback`` names now.
+    No image is left without a name on the way: ``held`` loses the hold name last.
+    """
+    other = next((i for i in (now, holder) if i is not None and i.id != held.id), None)
+    ops = []
+    if other is not None and (now is None or now.id != other.id):
+        ops.append(TagOp("tag", other.id, floating))
+    if holder is None or holder.id != held.id:
+        ops.append(TagOp("tag", held.id, rollback))
+    ops.append(TagOp("untag", held.id, rollback.with_tag(HOLD_TAG)))
+    return tuple(ops)
+
+
 def _held(image_id: str, rollback: Reference, ops: Sequence[TagOp]) -> list[TagOp]:
     """``ops`` with ``image_id`` kept named (the rollback name with the hold tag) meanwhile."""
     hold = rollback.with_tag(HOLD_TAG)

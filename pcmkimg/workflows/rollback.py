@@ -7,12 +7,14 @@ and a restart of that node's replica, checked and rolled back on failure like an
 
 from __future__ import annotations
 
+from pcmkimg.adapters import journal, pacemaker
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming, plan
+from pcmkimg.core.images import HOLD_TAG, unswap_plan
+from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows.update import NodeResult, UpdateFailed, Updater
 
@@ -33,6 +35,7 @@ def rollback(
     plan.choose_nodes(bundle, plan.node_facts(cluster, bundle.id), [node])
     back = naming.rollback_name(bundle.service, scheme)
     with leasing.held(runner, say=say) as held:  # renewed in the background until released
+        _undo_interrupted_swap(stores.get(node), jrnl, bundle, back, say)
         target = stores.get(node).resolve(back)
         if not isinstance(target, images.Resolved):
             raise plan.PreflightFailed(
@@ -73,3 +76,50 @@ def _without_leftover_bans(updater: Updater, bundle: plan.BundleRef) -> plan.Clu
     pacemaker.settle(updater.runner, updater.timeout)
     updater.record("leftover-bans", service=bundle.service, removed=left)
     return pacemaker.read_cluster(updater.runner)
+
+
+def _undo_interrupted_swap(
+    store: images.Store, jrnl: Journal, bundle: plan.BundleRef, back: Reference, say: plan.Say
+) -> None:
+    """Put the names back as they were before a rollback on this node that stopped in the
+    middle of its swap (killed, or its store went away), so that this run does that rollback.
+
+    Its trace is the hold name on the image it was moving the floating name to, and the journal
+    saying that the last rollback on the node, toward that image, did not get to its retag. A
+    hold name the journal does not explain is refused: which image is which is then a person's
+    call."""
+    hold = back.with_tag(HOLD_TAG)
+    held = store.inspect(str(hold))
+    if held is None:
+        return
+    if held.id != _unfinished_rollback(jrnl, bundle.service, store.node):
+        raise plan.PreflightFailed(
+            f"{hold} names {held.id[:12]} on {store.node}: a move of the floating name there "
+            "was interrupted, and the journal does not say it was a rollback to that image",
+            f"see `pcmkimg history {bundle.service}`, give {bundle.floating} and {back} "
+            f"the images they should name (`podman tag IMAGE NAME`), then "
+            f"`podman untag {held.id[:12]} {hold}`",
+        )
+    ops = unswap_plan(
+        bundle.ref,
+        back,
+        held=held,
+        now=store.inspect(str(bundle.ref)),
+        holder=store.inspect(str(back)),
+    )
+    store.apply(ops)
+    say(f"{store.node}: an interrupted rollback left {hold}: names put back as before it")
+
+
+def _unfinished_rollback(jrnl: Journal, service: str, node: str) -> str | None:
+    """The image the last rollback on ``node`` was moving the floating name to, if no retag
+    was journaled on the node after it."""
+    pending = None
+    for entry in journal.history(jrnl.path.parent, service):
+        if entry.get("node") != node:
+            continue
+        if entry.get("event") == "rollback":
+            pending = entry.get("to")
+        elif entry.get("event") == "retag":
+            pending = None
+    return pending

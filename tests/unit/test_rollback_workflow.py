@@ -8,17 +8,20 @@ how it reports a failure of it.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters import pacemaker, signals
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.journal import Journal, history
 from pcmkimg.core import cib, plan
+from pcmkimg.core.images import HOLD_TAG, TagOp
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.store import StorePort
 from pcmkimg.errors import PcmkimgError
@@ -31,6 +34,7 @@ BUNDLE_ID = "galera-bundle"
 SCHEME = Config().scheme
 FLOATING = "cluster.common.tag/mariadb:pcmklatest"
 BACK = "cluster.common.tag/mariadb:pcmkprevious"
+HOLD = f"cluster.common.tag/mariadb:{HOLD_TAG}"
 LEFT_BAN = f"cli-ban-{BUNDLE_ID}-on-{NODE}"
 CURRENT_ID = "c" * 64
 PREVIOUS_ID = "p" * 64
@@ -136,6 +140,7 @@ class Fakes:
         self.events.append(("update_node", target_id[:1]))
         assert updater.baseline is not None
         if self.failure is None:
+            updater.stores.get(res.node).retag(bundle.ref, target_id)
             res.result = "ok"
             return res
         try:
@@ -221,3 +226,100 @@ def test_any_other_failure_keeps_its_own_fix(
     assert "does not start" not in info.value.fix
     assert info.value.fix == "check the cluster with crm_mon"
     assert info.value.message.endswith(": the cluster did not settle within 7s")
+
+
+# --------------------------------------------------------------------------- an interrupted swap
+
+
+def swap_stopped_after(ops: int) -> Store:
+    """The store after a rollback's swap (floating to the previous image, whose only name is
+    the rollback name) stopped after ``ops`` of its four tag operations (kill -9)."""
+    store = before_swap()
+    store.crash_after = ops
+    with pytest.raises(SystemExit):
+        store.retag(FLOATING, PREVIOUS_ID)
+    store.crash_after = None
+    return store
+
+
+def journal_says(tmp_path: Path, *events: tuple[str, dict[str, object]]) -> None:
+    earlier = Journal(tmp_path / "journal.jsonl", "run-0")
+    for event, fields in events:
+        earlier.record(event, service="mariadb", node=NODE, **fields)
+
+
+def test_the_swap_has_four_tag_operations_and_the_second_leaves_the_image_held_only() -> None:
+    store = swap_stopped_after(2)
+    assert store.names == {
+        key(FLOATING): CURRENT_ID,
+        key(BACK): CURRENT_ID,
+        key(HOLD): PREVIOUS_ID,  # its only name
+        "reg.example.com/m:1": CURRENT_ID,
+    }
+
+
+@pytest.mark.parametrize("ops", [1, 2, 3])
+def test_a_rerun_after_a_swap_killed_half_way_does_the_rollback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ops: int
+) -> None:
+    store = swap_stopped_after(ops)
+    journal_says(tmp_path, ("rollback", {"to": PREVIOUS_ID}))
+    fakes = Fakes(monkeypatch, [])
+    run(tmp_path, store)
+    assert ("update_node", "p") in fakes.events
+    assert store.names == {
+        key(FLOATING): PREVIOUS_ID,
+        key(BACK): CURRENT_ID,
+        "reg.example.com/m:1": CURRENT_ID,
+    }
+
+
+@pytest.mark.parametrize(
+    "journal",
+    [
+        [],
+        [("rollback", {"to": PREVIOUS_ID}), ("retag", {"after": PREVIOUS_ID})],
+        [("rollback", {"to": CURRENT_ID})],
+    ],
+    ids=["no-journal", "retag-journaled", "another-image"],
+)
+def test_a_hold_name_the_journal_does_not_explain_is_refused_and_nothing_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list
+) -> None:
+    store = swap_stopped_after(2)
+    journal_says(tmp_path, *journal)
+    before = dict(store.names)
+    fakes = Fakes(monkeypatch, [])
+    with pytest.raises(plan.PreflightFailed) as info:
+        run(tmp_path, store)
+    assert f"{HOLD} names {PREVIOUS_ID[:12]} on {NODE}" in info.value.message
+    assert f"podman untag {PREVIOUS_ID[:12]} {HOLD}" in info.value.fix
+    assert store.names == before
+    assert not [e for e in fakes.events if e[0] == "update_node"]
+
+
+def test_the_store_makes_a_tag_plan_whole_before_a_signal_takes_effect() -> None:
+    store = images.Store.__new__(images.Store)
+    store.node = NODE
+    made: list[str] = []
+
+    def tag(image_id: str, ref: Reference) -> None:
+        if not made:
+            os.kill(os.getpid(), signal.SIGTERM)
+        made.append(f"tag {ref.tag}")
+
+    def untag(image_id: str, ref: Reference) -> None:
+        made.append(f"untag {ref.tag}")
+
+    store.tag = tag  # type: ignore[method-assign]
+    store.untag = untag  # type: ignore[method-assign]
+    back, floating, hold = parse(BACK), parse(FLOATING), parse(HOLD)
+    swap = [
+        TagOp("tag", PREVIOUS_ID, hold),
+        TagOp("tag", CURRENT_ID, back),
+        TagOp("tag", PREVIOUS_ID, floating),
+        TagOp("untag", PREVIOUS_ID, hold, last_ok=True),
+    ]
+    with signals.sigterm_raises(), pytest.raises(signals.Terminated):
+        store.apply(swap)
+    assert made == ["tag pcmkhold", "tag pcmkprevious", "tag pcmklatest", "untag pcmkhold"]
