@@ -242,13 +242,19 @@ def own_bans(config: cib.Element, resource: str) -> list[str]:
     ]
 
 
+def pinned_bundles(config: cib.Element) -> list[str]:
+    """The ids of the bundles that carry the pin of a restart (in force or expired)."""
+    return [
+        bundle_id
+        for el in config.iterfind("configuration/resources//bundle")
+        if (bundle_id := el.get("id", ""))
+        and el.find(f"meta_attributes[@id='{pin_id(bundle_id)}']") is not None
+    ]
+
+
 def own_pin(config: cib.Element, bundle_id: str) -> bool:
     """Whether the bundle carries the pin of a restart (in force or expired)."""
-    pid = pin_id(bundle_id)
-    return any(
-        el.get("id") == bundle_id and el.find(f"meta_attributes[@id='{pid}']") is not None
-        for el in config.iterfind("configuration/resources//bundle")
-    )
+    return bundle_id in pinned_bundles(config)
 
 
 def hold_nodes(state: cib.ClusterStatus, bundle_id: str, node: str) -> list[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters import storeview
-from pcmkimg.core import cib, lease, naming, plan
+from pcmkimg.core import cib, lease, naming, plan, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.plan import Cluster, node_facts_of
 from pcmkimg.errors import PcmkimgError
@@ -374,8 +374,9 @@ def problems(g: Gathered) -> list[Problem]:
         found.append(
             Problem(
                 "stickiness",
-                "resource-stickiness is 0: restarting one replica "
-                "can shuffle replicas between nodes; fix: "
+                "resource-stickiness is 0: any change in the cluster can move replicas "
+                "between nodes (pcmkimg's own restarts pin them; a node's failover or return "
+                "does not); fix: "
                 f"{cmd.shown(cmd.stickiness_infinity())}",
             )
         )
@@ -385,6 +386,15 @@ def problems(g: Gathered) -> list[Problem]:
                 "leftover-ban",
                 f"leftover constraint {ban.id}; fix: "
                 f"{cmd.shown(cmd.clear_ban(ban.resource, ban.node))}",
+            )
+        )
+    for bundle_id in restart.pinned_bundles(config):
+        found.append(
+            Problem(
+                "leftover-pin",
+                f"leftover pin {restart.pin_id(bundle_id)} of {bundle_id} (a killed restart's; "
+                "it expires with its lifetime, the next update removes it); fix: "
+                f"{cmd.shown(cmd.delete_meta_set(restart.pin_id(bundle_id)))}",
             )
         )
     try:

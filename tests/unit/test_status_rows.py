@@ -443,3 +443,23 @@ def test_check_reports_drift_with_the_update_that_restarts_onto_the_named_image(
         f"{NEW[:12]} there: a restart would change its image; fix: pcmkimg update --node "
         f"controller-0 mariadb --image {REAL_NEW} restarts it onto that image",
     )
+
+
+def test_a_leftover_pin_is_a_problem_with_its_fix() -> None:
+    """A restart killed with SIGKILL leaves the bundle's pin (until its lifetime ends)."""
+    from datetime import datetime, timezone
+
+    from pcmkimg.core import restart
+
+    cl = cluster()
+    cfg = copy.deepcopy(cl.config)
+    end = restart.lifetime_end(datetime.now(timezone.utc), 60)
+    pin = restart.pin_element("galera-bundle", end)[0]
+    bundle = cfg.find(".//bundle[@id='galera-bundle']")
+    assert bundle is not None
+    bundle.append(pin)
+    cl = Cluster(cfg, cl.mon, cl.status)
+    found = S.problems(gathered(cl, galera(cl)))
+    assert kinds(found) == ["leftover-pin"]
+    assert "cibadmin --delete --xpath" in found[0].message
+    assert "galera-bundle-pcmkimg-pin" in found[0].message
