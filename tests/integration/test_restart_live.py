@@ -192,5 +192,8 @@ def test_a_sigkilled_restart_leaves_no_constraint_in_force_after_its_lifetime(
         # The check lists it (with its node); the next update's preflight removes it as ours.
         listed = [(c.id, c.node) for c in cib.cli_constraints(pm.query_cib(r))]
         assert (cid, node) in listed
-        assert pm.remove_own_bans(r, bundle) == [cid]
+        # The pin it placed with the ban is left too, and removed with it.
+        assert restart.own_pin(pm.query_cib(r), bundle)
+        assert pm.remove_own_bans(r, bundle) == [cid, restart.pin_id(bundle)]
         assert bans(r, bundle) == []
+        assert not restart.own_pin(pm.query_cib(r), bundle)
