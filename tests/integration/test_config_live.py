@@ -1,0 +1,572 @@
+"""``pcmkimg update`` in cluster configurations other than the sandbox's defaults (issue 18,
+item 8, "Live, on the sandbox"), each on the session's sandbox cluster:
+
+- ``resource-stickiness`` 0 (Pacemaker's default; the sandbox runs INFINITY): ``update --all``
+  of a 3-of-3 bundle restarts each node's replica once, in place, and no other bundle's; the
+  same for the promotable bundle, whose promoted count is kept;
+- a failing start on a 2-of-3 bundle: exit 6, the replica back in place on the previous image,
+  the spare node untouched (its floating name not moved), no ban, no lease;
+- the cluster's ``maintenance-mode=true``: refused at preflight (exit 3, one error line naming
+  maintenance mode), nothing retagged anywhere, no ``retag`` in the journal.
+
+Two guarded bundles are shared by the module: THREE (3 replicas) and PAIR (2 replicas on 3
+nodes), both on ``ns1/svc:1.0``; each is the "other bundle" that must not move while the
+other one is updated. Every setting a test changes (stickiness, maintenance mode) is put back
+in a ``finally``, and the module's teardown puts them back once more, removes any ban of its
+bundles and the lease, and deletes the bundles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from lxml import etree
+
+from tests.sandbox.cluster import SAFE_PARSER, Cluster, wait_idle
+from tests.sandbox.fixtures import Sandbox
+from tests.sandbox.proc import SandboxError
+from tests.sandbox.registry import stateful_missing
+from tests.sandbox.require import need
+
+pytestmark = pytest.mark.timeout(600)
+
+ON = "controller-0"  # where the operator runs pcmkimg
+
+THREE = "cfgthree-bundle"
+THREE_SERVICE = "cfgthree"
+THREE_FLOATING = "cluster.common.tag/cfgthree:pcmklatest"
+
+PAIR = "cfgpair-bundle"
+PAIR_SERVICE = "cfgpair"
+PAIR_FLOATING = "cluster.common.tag/cfgpair:pcmklatest"
+
+PROMOTABLE = "cfgstateful-bundle"
+PROMOTABLE_SERVICE = "cfgstateful"
+PROMOTABLE_FLOATING = "cluster.common.tag/cfgstateful:pcmklatest"
+
+OLD = "ns1/svc:1.0"
+NEW = "ns1/svc:1.1"
+BROKEN = "ns1/svc:broken"  # its container exits 1 at once: every start fails
+
+STICKINESS = ("--type", "rsc_defaults", "--name", "resource-stickiness")
+MAINTENANCE = ("--type", "crm_config", "--name", "maintenance-mode")
+LEASE = ("--type", "crm_config", "--name", "pcmkimg-lease")
+SANDBOX_STICKINESS = "INFINITY"  # what tests/sandbox/cluster.py seeds
+
+
+@dataclass(frozen=True)
+class Stack:
+    sb: Sandbox
+    cl: Cluster
+
+    def ref(self, path: str) -> str:
+        return self.sb.ref(path)
+
+    def id_of(self, path: str) -> str:
+        return self.sb.images[path].removeprefix("sha256:")
+
+
+# --------------------------------------------------------------------------- observations
+
+
+def floating_ids(cl: Cluster, floating: str) -> dict[str, str | None]:
+    """Node -> the image ID behind ``floating`` there (None: it does not resolve)."""
+    found: dict[str, str | None] = {}
+    for node in cl.names:
+        out = cl.podman(node, "image", "inspect", "--format", "{{.Id}}", floating, check=False)
+        found[node] = out.stdout.strip() if out.returncode == 0 else None
+    return found
+
+
+def containers(cl: Cluster, bundle: str) -> dict[str, dict[str, tuple[str, str]]]:
+    """Node -> {container name: (container ID, image ID)} of the bundle's running containers."""
+    found: dict[str, dict[str, tuple[str, str]]] = {}
+    for node in cl.names:
+        out = cl.podman(node, "ps", "--format", "json")
+        found[node] = {
+            c["Names"][0]: (c["Id"], c["ImageID"])
+            for c in json.loads(out.stdout or "[]")
+            if c["Names"][0].startswith(f"{bundle}-podman-")
+        }
+    return found
+
+
+def placement(cl: Cluster, bundle: str) -> dict[str, int]:
+    """Node -> the replica number active there (crm_mon)."""
+    return {r.node: r.index for r in cl.replicas(bundle) if r.active and r.node}
+
+
+def promoted(cl: Cluster, bundle: str) -> list[str]:
+    return sorted(r.node or "" for r in cl.replicas(bundle) if r.active and r.role == "Promoted")
+
+
+def bans(cl: Cluster) -> list[str]:
+    """Every ``cli-ban`` constraint in the CIB (``cibadmin --query --scope constraints``)."""
+    out = cl.run(ON, ["cibadmin", "--query", "--scope", "constraints"])
+    constraints = etree.fromstring(out.stdout.encode(), SAFE_PARSER)
+    return sorted(
+        str(c.get("id")) for c in constraints.iter() if str(c.get("id", "")).startswith("cli-ban")
+    )
+
+
+def attribute(cl: Cluster, what: Sequence[str]) -> str | None:
+    """A cluster property or resource default (``crm_attribute --query``); None: not set."""
+    out = cl.run(ON, ["crm_attribute", *what, "--query", "--quiet"], check=False)
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def journal(cl: Cluster) -> list[dict[str, Any]]:
+    """The update journal of the node pcmkimg runs on (its lines that are JSON)."""
+    path = cl.node(ON).dir / "var-lib-pcmkimg" / "journal.jsonl"
+    if not path.exists():
+        return []
+    lines = []
+    for line in path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            lines.append(json.loads(line))
+    return lines
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("pcmkimg: error: ")]
+
+
+def observed(st: Stack, *bundles: str) -> dict[str, object]:
+    """What the assertions look at, for the failure messages."""
+    cl = st.cl
+    seen: dict[str, object] = {}
+    for bundle, floating in ((b, FLOATING_OF[b]) for b in bundles):
+        seen[bundle] = {
+            "placement": placement(cl, bundle),
+            "floating": {n: (i or "")[:12] for n, i in floating_ids(cl, floating).items()},
+            "running": {
+                n: sorted(f"{name}:{img[:12]}" for name, (_, img) in c.items())
+                for n, c in containers(cl, bundle).items()
+            },
+        }
+    seen["bans"] = bans(cl)
+    seen["lease"] = attribute(cl, LEASE)
+    return seen
+
+
+FLOATING_OF = {THREE: THREE_FLOATING, PAIR: PAIR_FLOATING, PROMOTABLE: PROMOTABLE_FLOATING}
+
+
+@dataclass
+class Sampler:
+    """Samples in a thread, every ``interval`` s, each node's running containers of the
+    bundles: per node, the (name, container ID) pairs in the order they were first seen."""
+
+    cl: Cluster
+    bundles: Sequence[str]
+    interval: float = 0.25
+    seen: dict[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
+    rounds: int = 0
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        for node in self.cl.names:
+            try:
+                out = self.cl.podman(node, "ps", "--format", "json")
+                running = json.loads(out.stdout or "[]")
+            except (SandboxError, subprocess.TimeoutExpired, ValueError) as exc:
+                self.errors.append(str(exc))
+                continue
+            for bundle in self.bundles:
+                history = self.seen.setdefault(bundle, {}).setdefault(node, [])
+                for c in running:
+                    item = (c["Names"][0], c["Id"])
+                    if item[0].startswith(f"{bundle}-podman-") and item not in history:
+                        history.append(item)
+        self.rounds += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> Sampler:
+        self._sample()  # the state before the update, on the calling thread
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=60)
+        self._sample()  # and after it
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@contextlib.contextmanager
+def stickiness(cl: Cluster, value: str) -> Iterator[None]:
+    """``resource-stickiness`` of rsc_defaults set to ``value``; the sandbox's INFINITY back
+    afterwards, whatever happens; the cluster idle at both ends."""
+    try:
+        cl.run(ON, ["crm_attribute", *STICKINESS, "--update", value])
+        assert attribute(cl, STICKINESS) == value
+        wait_idle(cl)
+        yield
+    finally:
+        cl.run(ON, ["crm_attribute", *STICKINESS, "--update", SANDBOX_STICKINESS])
+        wait_idle(cl)
+
+
+@contextlib.contextmanager
+def maintenance_mode(cl: Cluster) -> Iterator[None]:
+    """The cluster property ``maintenance-mode=true``; deleted afterwards, whatever happens."""
+    try:
+        cl.run(ON, ["crm_attribute", *MAINTENANCE, "--update", "true"])
+        assert attribute(cl, MAINTENANCE) == "true"
+        wait_idle(cl)
+        yield
+    finally:
+        cl.run(ON, ["crm_attribute", *MAINTENANCE, "--delete"], check=False)
+        wait_idle(cl)
+
+
+def heal(st: Stack, bundle: str, ref: str | None = None) -> None:
+    """Undo what a failed update of ``bundle`` may have left: its bans, the lease (no pcmkimg
+    runs now), a floating name moved off ``ref`` on a node where no replica of it runs, its
+    failed operations (and its guard's)."""
+    cl = st.cl
+    for ban in bans(cl):
+        if ban.startswith(f"cli-ban-{bundle}-on-"):
+            node = ban.removeprefix(f"cli-ban-{bundle}-on-")
+            cl.run(ON, ["crm_resource", "--clear", "--resource", bundle, "--node", node])
+    cl.run(ON, ["crm_attribute", *LEASE, "--delete"], check=False)
+    floating = FLOATING_OF[bundle]
+    running = containers(cl, bundle)
+    for node, image in floating_ids(cl, floating).items():
+        if ref is not None and image != st.id_of(ref) and not running[node]:
+            cl.podman(node, "pull", "-q", st.ref(ref))
+            cl.podman(node, "tag", st.ref(ref), floating)
+    for resource in (bundle, f"{bundle}-guard-clone"):
+        cl.run(ON, ["crm_resource", "--cleanup", "--resource", resource], check=False)
+    wait_idle(cl)
+
+
+def settled(st: Stack) -> None:
+    """Both shared bundles fully up (3 and 2 active replicas), no ban, no lease."""
+    cl = st.cl
+    wait_idle(cl)
+    assert sorted(placement(cl, THREE)) == cl.names, observed(st, THREE, PAIR)
+    assert len(placement(cl, PAIR)) == 2, observed(st, THREE, PAIR)
+    assert bans(cl) == [] and attribute(cl, LEASE) is None, observed(st, THREE, PAIR)
+
+
+def other_image(st: Stack, floating: str, node: str) -> str:
+    """A test image (1.0 or 1.1) other than the one behind ``floating`` on ``node``."""
+    return NEW if floating_ids(st.cl, floating)[node] == st.id_of(OLD) else OLD
+
+
+def run_pcmkimg(st: Stack, *args: str, timeout: float = 540) -> subprocess.CompletedProcess[str]:
+    out = st.cl.pcmkimg(ON, *args, check=False, timeout=timeout)
+    return out  # type: ignore[no-any-return]
+
+
+def said(out: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {out.returncode}; stderr: {out.stderr[-3000:]}; stdout: {out.stdout[-2000:]}"
+
+
+# --------------------------------------------------------------------------- the bundles
+
+
+@pytest.fixture(scope="module")
+def stack(cluster_sandbox: Sandbox) -> Iterator[Stack]:
+    sb = cluster_sandbox
+    cl = sb.cluster
+    assert cl is not None
+    st = Stack(sb, cl)
+    try:
+        with cl.guarded_bundle(THREE, THREE_FLOATING, sb.ref(OLD)):
+            with cl.guarded_bundle(PAIR, PAIR_FLOATING, sb.ref(OLD), replicas=2):
+                try:
+                    yield st
+                finally:
+                    # Once more, whatever a test left: the sandbox's settings, no ban, no lease.
+                    cl.run(ON, ["crm_attribute", *MAINTENANCE, "--delete"], check=False)
+                    cl.run(ON, ["crm_attribute", *STICKINESS, "--update", SANDBOX_STICKINESS])
+                    for bundle in (THREE, PAIR):
+                        heal(st, bundle, OLD)
+    finally:
+        for node in cl.names:
+            cl.run(node, ["rm", "-f", "/var/lib/pcmkimg/journal.jsonl"], check=False)
+
+
+# =========================================================================== the tests
+
+
+def check_each_replica_restarted_once_in_place(
+    st: Stack,
+    bundle: str,
+    new_id: str,
+    where: dict[str, int],
+    before: dict[str, dict[str, tuple[str, str]]],
+    sampler: Sampler,
+    mark: dict[str, int],
+) -> None:
+    """Every replica of ``bundle`` is on the node where it was (same replica number), in a new
+    container on ``new_id``, and the sampler saw exactly two containers per node: the old and
+    the new one, both of that replica."""
+    cl = st.cl
+
+    def why() -> str:
+        lines = "\n  ".join(scheduled(cl, mark, bundle))
+        return (
+            f"\nbefore: {where}\nseen: {sampler.seen[bundle]}\nafter: {observed(st, bundle)}"
+            f"\nthe scheduler's actions on {bundle}:\n  {lines}"
+        )
+
+    assert placement(cl, bundle) == where, f"{bundle}: a replica moved{why()}"
+    after = containers(cl, bundle)
+    for node, index in where.items():
+        name = f"{bundle}-podman-{index}"
+        assert list(before[node]) == [name], f"{node}: {before[node]}{why()}"
+        assert list(after[node]) == [name], f"{node}: not {name} after{why()}"
+        (old_cid, _), (new_cid, image) = before[node][name], after[node][name]
+        assert new_cid != old_cid, f"{node}: {name} was not restarted{why()}"
+        assert image == new_id, f"{node}: {name} runs {image[:12]}, not {new_id[:12]}{why()}"
+        history = sampler.seen[bundle][node]
+        assert history == [(name, old_cid), (name, new_cid)], (
+            f"{node}: not exactly one restart in place{why()}"
+        )
+    for node in set(cl.names) - set(where):
+        assert sampler.seen[bundle][node] == [], f"{node}: {bundle} ran there{why()}"
+
+
+def check_untouched(
+    st: Stack,
+    bundle: str,
+    before: dict[str, dict[str, tuple[str, str]]],
+    sampler: Sampler | None = None,
+    mark: dict[str, int] | None = None,
+) -> None:
+    """No container of ``bundle`` was restarted (nor one started anywhere else). ``mark``: the
+    :func:`log_mark` before the update, for the scheduler's actions in the message."""
+    cl = st.cl
+
+    def why() -> str:
+        lines = "\n  ".join(scheduled(cl, mark, bundle) if mark is not None else [])
+        seen = sampler.seen[bundle] if sampler is not None else None
+        return (
+            f"\nbefore: {before}\nseen: {seen}\nafter: {observed(st, bundle)}"
+            f"\nthe scheduler's actions on {bundle}:\n  {lines}"
+        )
+
+    if sampler is not None:
+        for node in cl.names:
+            seen = sampler.seen[bundle][node]
+            assert seen == [(name, cid) for name, (cid, _) in before[node].items()], (
+                f"{bundle} on {node}: another container came and went{why()}"
+            )
+    assert containers(cl, bundle) == before, f"{bundle}: a container was restarted{why()}"
+
+
+def log_mark(cl: Cluster) -> dict[str, int]:
+    """Where each node's pacemaker.log ends now."""
+    mark = {}
+    for node in cl.names:
+        path = cl.node(node).dir / "log-pacemaker" / "pacemaker.log"
+        mark[node] = path.stat().st_size if path.exists() else 0
+    return mark
+
+
+def scheduled(cl: Cluster, mark: dict[str, int], bundle: str) -> list[str]:
+    """The scheduler's planned actions on ``bundle``'s resources logged since ``mark`` (on the
+    DC of the time, whichever node that was): why a replica was restarted or moved."""
+    found = []
+    for node in cl.names:
+        path = cl.node(node).dir / "log-pacemaker" / "pacemaker.log"
+        if not path.exists():
+            continue
+        with path.open("rb") as f:
+            f.seek(mark.get(node, 0))
+            text = f.read().decode(errors="replace")
+        for line in text.splitlines():
+            if "Actions:" in line and bundle in line and "Leave" not in line:
+                found.append(f"{node}: {' '.join(line.split('Actions:', 1)[1].split())}")
+    return found
+
+
+def test_stickiness_zero_update_all_restarts_each_replica_once_in_place(stack: Stack) -> None:
+    """3 of 3 at ``resource-stickiness=0``: every replica stays on its node (its replica
+    number there unchanged), each node's container restarts exactly once, and the PAIR
+    bundle's containers never restart."""
+    st, cl = stack, stack.cl
+    settled(st)
+    with stickiness(cl, "0"):
+        settled(st)  # stickiness 0 may have moved something: the baseline is after it
+        where = placement(cl, THREE)
+        three, pair = containers(cl, THREE), containers(cl, PAIR)
+        new = other_image(st, THREE_FLOATING, ON)
+        mark = log_mark(cl)
+        with Sampler(cl, (THREE, PAIR)) as sampler:
+            out = run_pcmkimg(
+                st, "--json", "update", THREE_SERVICE, "--image", st.ref(new), "--all"
+            )
+        assert out.returncode == 0, said(out)
+        assert sampler.rounds >= 5, (sampler.rounds, sampler.errors)
+        report = json.loads(out.stdout)["report"]
+        assert sorted((n["node"], n["result"]) for n in report["nodes"]) == [
+            (n, "ok") for n in cl.names
+        ], report["nodes"]
+        wait_idle(cl)
+        check_each_replica_restarted_once_in_place(
+            st, THREE, st.id_of(new), where, three, sampler, mark
+        )
+        check_untouched(st, PAIR, pair, sampler, mark)
+        assert set(floating_ids(cl, THREE_FLOATING).values()) == {st.id_of(new)}
+        assert bans(cl) == [] and attribute(cl, LEASE) is None
+
+
+def test_stickiness_zero_promotable_update_all_keeps_places_and_the_promoted_count(
+    stack: Stack,
+) -> None:
+    """The promotable bundle (Stateful inside, promoted-max 1) at ``resource-stickiness=0``:
+    the same, and one promoted instance when the update returns."""
+    missing = stateful_missing()
+    need(not missing, f"the Stateful test images need {', '.join(missing)}")
+    st, cl = stack, stack.cl
+    settled(st)
+    ids = cl.stateful_images()
+    with cl.promotable_bundle(PROMOTABLE, PROMOTABLE_FLOATING):
+        with stickiness(cl, "0"):
+            cl.wait_promoted(PROMOTABLE, 3, timeout=120)
+            wait_idle(cl)
+            where = placement(cl, PROMOTABLE)
+            assert sorted(where) == cl.names, observed(st, PROMOTABLE)
+            assert len(promoted(cl, PROMOTABLE)) == 1
+            before = containers(cl, PROMOTABLE)
+            three, pair = containers(cl, THREE), containers(cl, PAIR)
+            mark = log_mark(cl)
+            with Sampler(cl, (PROMOTABLE, THREE, PAIR)) as sampler:
+                out = run_pcmkimg(
+                    st,
+                    "--json",
+                    "update",
+                    PROMOTABLE_SERVICE,
+                    "--image",
+                    st.ref("ns1/stateful:1.1"),
+                    "--all",
+                )
+            assert out.returncode == 0, said(out)
+            # The update checks the promoted count before it returns: no wait here.
+            assert len(promoted(cl, PROMOTABLE)) == 1, observed(st, PROMOTABLE)
+            wait_idle(cl)
+            new_id = ids["ns1/stateful:1.1"].removeprefix("sha256:")
+            check_each_replica_restarted_once_in_place(
+                st, PROMOTABLE, new_id, where, before, sampler, mark
+            )
+            check_untouched(st, THREE, three, sampler, mark)
+            check_untouched(st, PAIR, pair, sampler, mark)
+            assert len(promoted(cl, PROMOTABLE)) == 1
+            assert bans(cl) == [] and attribute(cl, LEASE) is None
+
+
+def test_a_failed_start_on_two_of_three_rolls_back_in_place_and_spares_the_free_node(
+    stack: Stack,
+) -> None:
+    """PAIR (2 replicas, 3 nodes) to an image whose container fails to start: exit 6; the
+    replica is back on its own node on the previous image; the spare node's floating name still
+    names the old image (never retagged); no ``cli-ban`` and no lease left; THREE untouched."""
+    st, cl = stack, stack.cl
+    settled(st)
+    where = placement(cl, PAIR)
+    (spare,) = set(cl.names) - set(where)
+    floating = floating_ids(cl, PAIR_FLOATING)
+    assert set(floating.values()) == {st.id_of(OLD)}, floating
+    pair, three = containers(cl, PAIR), containers(cl, THREE)
+    mark = log_mark(cl)
+    try:
+        with Sampler(cl, (PAIR,)) as sampler:
+            out = run_pcmkimg(
+                st, "--json", "update", PAIR_SERVICE, "--image", st.ref(BROKEN), "--all"
+            )
+        wait_idle(cl)
+        try:
+            results = [(n["node"], n["result"]) for n in json.loads(out.stdout)["report"]["nodes"]]
+        except (ValueError, KeyError, TypeError):
+            results = []
+        lines = "\n  ".join(scheduled(cl, mark, PAIR))
+        summary = (
+            f"{said(out)}\nreport: {results}\nspare node: {spare}; before: {where}, "
+            f"{ {n: (i or '')[:12] for n, i in floating.items()} }\nafter: {observed(st, PAIR)}"
+            f"\nseen: {sampler.seen[PAIR]}\nthe scheduler's actions on {PAIR}:\n  {lines}"
+        )
+        assert out.returncode == 6, summary
+        assert placement(cl, PAIR) == where, f"a replica moved\n{summary}"
+        after = containers(cl, PAIR)
+        for node, index in where.items():
+            name = f"{PAIR}-podman-{index}"
+            assert list(after[node]) == [name], f"{node}: not {name}\n{summary}"
+            assert after[node][name][1] == st.id_of(OLD), f"{node}: not the old image\n{summary}"
+        assert after[spare] == {}, f"a replica on the spare node\n{summary}"
+        assert sampler.seen[PAIR][spare] == [], f"a replica ran on the spare node\n{summary}"
+        # The spare node untouched: the plan did not retag it. Nor any other node, at the end.
+        assert floating_ids(cl, PAIR_FLOATING)[spare] == floating[spare], (
+            f"the spare node {spare} was retagged\n{summary}"
+        )
+        assert floating_ids(cl, PAIR_FLOATING) == floating, f"a floating name moved\n{summary}"
+        # At most the one replica that was tried was restarted; the other one not.
+        restarted = [n for n in where if after[n] != pair[n]]
+        assert len(restarted) <= 1, f"both replicas restarted\n{summary}"
+        assert bans(cl) == [], f"a ban left\n{summary}"
+        assert attribute(cl, LEASE) is None, f"the lease left\n{summary}"
+        check_untouched(st, THREE, three)
+        doc = json.loads(out.stdout)
+        assert doc["exit_code"] == 6, doc
+        nodes = {n["node"]: n for n in doc["report"]["nodes"]}
+        assert spare not in nodes or not nodes[spare]["retagged"], nodes
+    finally:
+        heal(st, PAIR, OLD)
+
+
+def test_maintenance_mode_is_refused_at_preflight_and_nothing_is_retagged(stack: Stack) -> None:
+    """``maintenance-mode=true``: ``update --node N`` exits 3 with one error line naming
+    maintenance mode; no floating name moved on any node, no container restarted, no
+    ``retag`` in the journal, no ban, no lease."""
+    st, cl = stack, stack.cl
+    heal(st, PAIR, OLD)  # whatever the test before left of PAIR
+    wait_idle(cl)
+    node = "controller-1"
+    new = other_image(st, THREE_FLOATING, node)
+    names = {b: floating_ids(cl, FLOATING_OF[b]) for b in (THREE, PAIR)}
+    running = {b: containers(cl, b) for b in (THREE, PAIR)}
+    lines = len(journal(cl))
+    try:
+        with maintenance_mode(cl):
+            out = run_pcmkimg(
+                st, "update", THREE_SERVICE, "--image", st.ref(new), "--node", node, timeout=300
+            )
+            events = journal(cl)[lines:]
+            seen = observed(st, THREE)
+            retags = [e for e in events if e.get("event") == "retag"]
+            summary = f"{said(out)}\njournal: {[e.get('event') for e in events]}\nafter: {seen}"
+            assert out.returncode == 3, summary
+            errors = error_lines(out.stderr)
+            assert len(errors) == 1, summary
+            assert "maintenance mode" in errors[0], summary
+            assert {b: floating_ids(cl, FLOATING_OF[b]) for b in (THREE, PAIR)} == names, summary
+            assert retags == [], summary
+            assert {b: containers(cl, b) for b in (THREE, PAIR)} == running, summary
+            assert bans(cl) == [] and attribute(cl, LEASE) is None, summary
+    finally:
+        heal(st, THREE)
+    # Out of maintenance mode, the update goes through (the refusal was the mode, nothing else).
+    assert attribute(cl, MAINTENANCE) is None
+    out = run_pcmkimg(st, "update", THREE_SERVICE, "--image", st.ref(new), "--node", node)
+    assert out.returncode == 0, said(out)
+    assert floating_ids(cl, THREE_FLOATING)[node] == st.id_of(new)
