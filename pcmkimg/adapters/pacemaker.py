@@ -438,6 +438,12 @@ def remove_pin(runner: Runner, bundle_id: str) -> None:
     _delete(runner, "resources", "meta_attributes", restart.pin_id(bundle_id))
 
 
+def remove_defaults_pin(runner: Runner) -> None:
+    """Delete the pin of ``rsc_defaults`` (:func:`~pcmkimg.core.restart.defaults_pin_element`)
+    by id (no-op when absent)."""
+    _delete(runner, "rsc_defaults", "meta_attributes", restart.DEFAULTS_PIN)
+
+
 def _delete(runner: Runner, scope: str, tag: str, element_id: str) -> None:
     xml = etree.tostring(etree.Element(tag, id=element_id), encoding="unicode")
     runner.run(["cibadmin", "--delete", "--scope", scope, "--xml-text", xml])
@@ -464,6 +470,9 @@ def remove_own_bans(runner: Runner, resource: str, config: cib.Element | None = 
     if restart.own_pin(config, resource):
         remove_pin(runner, resource)
         ids.append(restart.pin_id(resource))
+    if restart.defaults_pinned(config):
+        remove_defaults_pin(runner)
+        ids.append(restart.DEFAULTS_PIN)
     return ids
 
 
@@ -517,12 +526,16 @@ class Holds:
                 argv = cmd.clear_ban(self.bundle_id, node)
                 left.append((ban_id(self.bundle_id, node), argv, exc))
         if self.pinned:
-            try:
-                remove_pin(self.runner, self.bundle_id)
-                self.pinned = False
-            except PacemakerError as exc:
-                pid = restart.pin_id(self.bundle_id)
-                left.append((pid, cmd.delete_meta_set(pid), exc))
+            pins = (
+                (restart.pin_id(self.bundle_id), lambda: remove_pin(self.runner, self.bundle_id)),
+                (restart.DEFAULTS_PIN, lambda: remove_defaults_pin(self.runner)),
+            )
+            for pid, remove in pins:
+                try:
+                    remove()
+                except PacemakerError as exc:
+                    left.append((pid, cmd.delete_meta_set(pid), exc))
+            self.pinned = any(pid in (i for i, _, _ in left) for pid, _ in pins)
         if left:
             raise BanNotRemovedError(
                 f"{', '.join(i for i, _, _ in left)} could not be removed"

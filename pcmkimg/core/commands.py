@@ -131,7 +131,7 @@ def delete_constraint(constraint_id: str) -> list[str]:
 
 def delete_meta_set(set_id: str) -> list[str]:
     """Remove the meta attribute set with this id (e.g. a restart's pin of a bundle)."""
-    return ["cibadmin", "--delete", "--xpath", f"//resources//meta_attributes[@id='{set_id}']"]
+    return ["cibadmin", "--delete", "--xpath", f"//meta_attributes[@id='{set_id}']"]
 
 
 def cluster_state() -> list[str]:

@@ -196,15 +196,35 @@ def pin_element(bundle_id: str, end: str) -> cib.Element:
     own sets (score INFINITY). With Pacemaker's default stickiness (0) a replica stopped by a
     ban lets the scheduler place the others anew, and they move; pinned, only the banned
     replica stops. A change of meta attributes restarts nothing."""
-    pid = pin_id(bundle_id)
     bundle = etree.Element("bundle", id=bundle_id)
-    meta = etree.SubElement(bundle, "meta_attributes", id=pid, score="INFINITY")
-    rule = etree.SubElement(meta, "rule", {"id": f"{pid}-rule", "boolean-op": "and"})
-    etree.SubElement(rule, "date_expression", id=f"{pid}-lifetime", operation="lt", end=end)
-    etree.SubElement(
-        meta, "nvpair", id=f"{pid}-stickiness", name="resource-stickiness", value="INFINITY"
-    )
+    bundle.append(_pin_set(pin_id(bundle_id), end))
     return bundle
+
+
+DEFAULTS_PIN = f"{MARK}-pin"
+"""The id of the meta attribute set a restart adds to ``rsc_defaults`` (see
+:func:`defaults_pin_element`)."""
+
+
+def _pin_set(set_id: str, end: str) -> cib.Element:
+    meta = etree.Element("meta_attributes", id=set_id, score="INFINITY")
+    rule = etree.SubElement(meta, "rule", {"id": f"{set_id}-rule", "boolean-op": "and"})
+    etree.SubElement(rule, "date_expression", id=f"{set_id}-lifetime", operation="lt", end=end)
+    etree.SubElement(
+        meta, "nvpair", id=f"{set_id}-stickiness", name="resource-stickiness", value="INFINITY"
+    )
+    return meta
+
+
+def defaults_pin_element(end: str) -> cib.Element:
+    """``<rsc_defaults>`` with the set that pins every other resource of the cluster while the
+    date is before ``end`` (``resource-stickiness=INFINITY`` ahead of the operator's defaults):
+    with stickiness 0 a replica stopped by a ban lets the scheduler rebalance the replicas of
+    other bundles too (seen live: two of another bundle's replicas swapped nodes). A resource
+    that sets its own stickiness keeps it; ``check`` names stickiness 0."""
+    defaults = etree.Element("rsc_defaults")
+    defaults.append(_pin_set(DEFAULTS_PIN, end))
+    return defaults
 
 
 def bans_xml(resource: str, nodes: Sequence[str], end: str) -> str:
@@ -218,14 +238,16 @@ def bans_xml(resource: str, nodes: Sequence[str], end: str) -> str:
 
 def holds_xml(bundle_id: str, nodes: Sequence[str], end: str, *, pin: bool) -> str:
     """The ``<configuration>`` of one ``cibadmin --modify --scope configuration``: the bans of
-    :func:`bans_xml` and, with ``pin``, the bundle's pin (:func:`pin_element`), all with the
-    lifetime ``end`` (written again, an existing one gets the new end)."""
+    :func:`bans_xml` and, with ``pin``, the bundle's pin (:func:`pin_element`) and the
+    defaults' (:func:`defaults_pin_element`), all with the lifetime ``end`` (written again,
+    an existing one gets the new end)."""
     configuration = etree.Element("configuration")
     constraints = etree.SubElement(configuration, "constraints")
     for node in nodes:
         constraints.append(ban_element(bundle_id, node, end))
     if pin:
         etree.SubElement(configuration, "resources").append(pin_element(bundle_id, end))
+        configuration.append(defaults_pin_element(end))
     return etree.tostring(configuration, encoding="unicode")
 
 
@@ -252,6 +274,13 @@ def pinned_bundles(config: cib.Element) -> list[str]:
     ]
 
 
+def defaults_pinned(config: cib.Element) -> bool:
+    """Whether ``rsc_defaults`` carries the pin of a restart (in force or expired)."""
+    return (
+        config.find(f"configuration/rsc_defaults/meta_attributes[@id='{DEFAULTS_PIN}']") is not None
+    )
+
+
 def own_pin(config: cib.Element, bundle_id: str) -> bool:
     """Whether the bundle carries the pin of a restart (in force or expired)."""
     return bundle_id in pinned_bundles(config)
@@ -276,9 +305,10 @@ def check_no_bans(
 ) -> None:
     """Refuse when a constraint with the id a restart would place already exists (and, with
     ``pin``, when the bundle carries a pin already)."""
-    if pin and own_pin(config, resource):
+    if pin and (own_pin(config, resource) or defaults_pinned(config)):
+        left = pin_id(resource) if own_pin(config, resource) else DEFAULTS_PIN
         raise RestartRefusedError(
-            f"restart of {resource} refused: {pin_id(resource)} exists already (left by a "
+            f"restart of {resource} refused: {left} exists already (left by a "
             "restart that was killed)",
             "run the update again: its preflight removes what a killed restart left",
         )

@@ -388,13 +388,16 @@ def problems(g: Gathered) -> list[Problem]:
                 f"{cmd.shown(cmd.clear_ban(ban.resource, ban.node))}",
             )
         )
-    for bundle_id in restart.pinned_bundles(config):
+    pins = [(restart.pin_id(b), f"of {b}") for b in restart.pinned_bundles(config)]
+    if restart.defaults_pinned(config):
+        pins.append((restart.DEFAULTS_PIN, "in rsc_defaults"))
+    for pid, where in pins:
         found.append(
             Problem(
                 "leftover-pin",
-                f"leftover pin {restart.pin_id(bundle_id)} of {bundle_id} (a killed restart's; "
-                "it expires with its lifetime, the next update removes it); fix: "
-                f"{cmd.shown(cmd.delete_meta_set(restart.pin_id(bundle_id)))}",
+                f"leftover pin {pid} {where} (a killed restart's; it expires with its "
+                "lifetime, the next update removes it); fix: "
+                f"{cmd.shown(cmd.delete_meta_set(pid))}",
             )
         )
     try:

@@ -235,6 +235,15 @@ PIN_DELETE = (
     "--xml-text",
     '<meta_attributes id="galera-bundle-pcmkimg-pin"/>',
 )
+DEFAULTS_PIN_DELETE = (
+    "cibadmin",
+    "--delete",
+    "--scope",
+    "rsc_defaults",
+    "--xml-text",
+    '<meta_attributes id="pcmkimg-pin"/>',
+)
+UNPINNED = [PIN_DELETE, DEFAULTS_PIN_DELETE]
 
 
 def test_restart_places_the_ban_watches_and_removes_it_once_stopped() -> None:
@@ -259,6 +268,9 @@ def test_restart_places_the_ban_watches_and_removes_it_once_stopped() -> None:
     bans = placed.find("constraints")
     assert [b.get("id") for b in bans] == ["cli-ban-galera-bundle-on-controller-1"]
     assert bans.find(".//date_expression").get("operation") == "lt"
+    defaults = placed.find("rsc_defaults/meta_attributes")
+    assert defaults.get("id") == "pcmkimg-pin" and defaults.get("score") == "INFINITY"
+    assert defaults.find("rule/date_expression").get("operation") == "lt"
     pin = placed.find("resources/bundle[@id='galera-bundle']/meta_attributes")
     assert pin.get("id") == "galera-bundle-pcmkimg-pin" and pin.get("score") == "INFINITY"
     assert pin.find("nvpair").get("name") == "resource-stickiness"
@@ -269,9 +281,9 @@ def test_restart_places_the_ban_watches_and_removes_it_once_stopped() -> None:
     # the replica is active on its node again.
     assert argvs.index(BAN_DELETE) == 5 and argvs.count(BAN_DELETE) == 1
     assert argvs[4][0] == "crm_mon"
-    assert argvs.index(PIN_DELETE) == 7 and argvs.count(PIN_DELETE) == 1
+    assert argvs[7:9] == UNPINNED and argvs.count(PIN_DELETE) == 1
     # Done after the DC was idle at two looks in a row.
-    assert [a[0] for a in argvs[8:]] == ["crm_mon", "crmadmin"] * 3
+    assert [a[0] for a in argvs[9:]] == ["crm_mon", "crmadmin"] * 3
     assert argvs[-1] == ("crmadmin", "--status=controller-0", "--output-as=xml")
     assert not any(a[:2] == ("crm_resource", "--restart") for a in argvs)
     assert not any(a[:2] == ("crm_resource", "--wait") for a in argvs)
@@ -290,7 +302,7 @@ def test_failed_stop_fails_and_removes_the_ban() -> None:
     r = restart_runner("mon-failed-start.xml")
     with pytest.raises(pm.RestartFailedError):
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
-    assert backend(r).argvs()[-2:] == [BAN_DELETE, PIN_DELETE]
+    assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
 
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), signals.Terminated(signal.SIGTERM)])
@@ -298,28 +310,29 @@ def test_interrupted_restart_removes_the_ban(interrupt: BaseException) -> None:
     r = restart_runner("mon-ok.xml", place=interrupt)
     with pytest.raises(type(interrupt)):
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
-    assert backend(r).argvs()[-2:] == [BAN_DELETE, PIN_DELETE]
+    assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
 
 
 def test_a_replica_that_never_stops_times_out_and_the_ban_goes() -> None:
     r = restart_runner("mon-ok.xml")
     with pytest.raises(pm.PacemakerTimeoutError, match="still stopping"):
         pm.restart_replica(r, "galera-bundle", "controller-1", timeout=0.05, poll=0.01)
-    assert backend(r).argvs()[-2:] == [BAN_DELETE, PIN_DELETE]
+    assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
 
 
 def test_every_constraint_left_is_tried_and_named() -> None:
     """The cleanup does not stop at the first it fails to remove: it tries the pin too and
     names both, each with the command that removes it."""
     r = restart_runner("mon-ok.xml")
-    backend(r).answers[("cibadmin", "--delete")] = [(102, "", "Could not connect")] * 2
+    backend(r).answers[("cibadmin", "--delete")] = [(102, "", "Could not connect")] * 3
     with pytest.raises(pm.BanNotRemovedError, match="crm_resource --clear") as info:
         pm.restart_replica(r, "galera-bundle", "controller-1", timeout=0.05, poll=0.01)
-    assert backend(r).argvs()[-2:] == [BAN_DELETE, PIN_DELETE]
+    assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
     message = info.value.message
     assert "cli-ban-galera-bundle-on-controller-1" in message and "in force until" in message
-    assert "galera-bundle-pcmkimg-pin" in message
+    assert "galera-bundle-pcmkimg-pin" in message and "pcmkimg-pin" in message
     assert "galera-bundle-pcmkimg-pin" in info.value.fix
+    assert "//meta_attributes[@id='\"'\"'pcmkimg-pin" in info.value.fix
 
 
 def test_a_failed_restart_in_a_holding_scope_keeps_the_holds_until_its_end() -> None:
@@ -332,7 +345,7 @@ def test_a_failed_restart_in_a_holding_scope_keeps_the_holds_until_its_end() -> 
         assert backend(r).argvs()[-1] == BAN_DELETE
         assert holds.pinned and holds.banned == []
         during = len(backend(r).argvs())
-    assert backend(r).argvs()[during:] == [PIN_DELETE]
+    assert backend(r).argvs()[during:] == UNPINNED
     assert not holds.placed
 
 
