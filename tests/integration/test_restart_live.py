@@ -194,6 +194,7 @@ def test_a_sigkilled_restart_leaves_no_constraint_in_force_after_its_lifetime(
         assert (cid, node) in listed
         # The pin it placed with the ban is left too, and removed with it.
         assert restart.own_pin(pm.query_cib(r), bundle)
-        assert pm.remove_own_bans(r, bundle) == [cid, restart.pin_id(bundle)]
+        assert pm.remove_own_bans(r, bundle) == [cid, restart.pin_id(bundle), restart.DEFAULTS_PIN]
         assert bans(r, bundle) == []
-        assert not restart.own_pin(pm.query_cib(r), bundle)
+        config = pm.query_cib(r)
+        assert not restart.own_pin(config, bundle) and not restart.defaults_pinned(config)
