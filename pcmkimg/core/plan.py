@@ -259,8 +259,10 @@ def plan_update(
         Step(
             "preflight",
             names,
-            "check: quorum, target nodes online, other replicas healthy, no leftover ban "
-            "(and again before each node: every other replica active, as many promoted)",
+            "check: quorum, target nodes online, other replicas healthy, no leftover ban, "
+            "nothing Pacemaker would not carry out (maintenance, unmanaged or disabled bundle "
+            "or guard, replicas-per-host > 1) (and again before each node: every other replica "
+            "active, as many promoted)",
         ),
         Step("pull", names, f"pull {ref} on {', '.join(names)} (in parallel, before any restart)"),
     ]
