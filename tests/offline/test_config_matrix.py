@@ -36,8 +36,14 @@ end the target runs on its node again, with as many promoted instances as at the
 
 The controls run the sequence of the code before the fixes (bans only, all of them removed
 when the restart fails, before the rollback) with the same checks: at stickiness 0 it moves
-other replicas, and a failed start on the 2-of-3 bundle ends with the replica on the spare
-node. A bare ban on a ``replicas-per-host=2`` bundle moves the replica into a free slot.
+other replicas (Pacemaker 2.1.5: 5 of 8 node/bundle cases; 3.0.0 no longer shuffles them),
+and a failed start on the 2-of-3 bundle ends with the replica on the spare node (both). A
+bare ban on a ``replicas-per-host=2`` bundle moves the replica into a free slot. The whole
+matrix run with that old sequence fails 26 of its 54 restart cases on 2.1.5, 8 on 3.0.0.
+
+On Pacemaker 3.0.0 the promotable shape is checked without ``interleave``: with it, the
+scheduler stops the inner resource of every replica under the guard's colocation
+(:func:`test_the_guard_wiring_keeps_the_promotable_service_running`).
 """
 
 from __future__ import annotations
@@ -154,6 +160,13 @@ def _converged(path: Path, tree: etree._Element) -> Path:
     src = path.with_name(f"{path.stem}-edited.xml")
     src.write_bytes(etree.tostring(tree))
     return converge(src, path)
+
+
+@functools.cache
+def _pacemaker() -> tuple[int, ...]:
+    """The version of Pacemaker's tools here, e.g. (2, 1, 5)."""
+    words = run("crm_simulate", "--version").stdout.split()
+    return tuple(int(n) for n in words[1].split("-")[0].split("."))
 
 
 def _promotable_runs(cib: Path) -> bool:
@@ -452,8 +465,8 @@ def test_the_guard_wiring_keeps_the_promotable_service_running(tmp_path: Path) -
     cib = tmp_path / "cib.xml"
     cib.write_bytes(SHAPES.read_bytes())
     runs = _promotable_runs(converge(cib, tmp_path / "scheduled.xml"))
-    version = run("crm_simulate", "--version").stdout.split()[1]
-    if not runs and int(version.split(".")[0]) >= 3:
+    version = _pacemaker()
+    if not runs and version >= (3,):
         pytest.xfail(f"Pacemaker {version} stops stateful-bundle-rsc under the guard wiring")
     assert runs
 
@@ -481,7 +494,9 @@ def test_control_the_old_sequence_moves_other_replicas_at_stickiness_0(
     tmp_path: Path, variants: Variants
 ) -> None:
     """Bans only, at Pacemaker's default stickiness: the node/bundle cases where another
-    replica moved (5 of 8 on Pacemaker 2.1.5)."""
+    replica moved: 5 of 8 on Pacemaker 2.1.5; none on 3.0.0, whose scheduler no longer
+    shuffles clone instances (there the other control still shows the old sequence's
+    defect, and the matrix would still catch a move)."""
     moved = {}
     for shape in ("3-of-3", "2-of-3", "promotable"):
         for node in TARGETS[shape]:
@@ -492,6 +507,8 @@ def test_control_the_old_sequence_moves_other_replicas_at_stickiness_0(
             if sim.problems:
                 moved[f"{shape} on {node}"] = sim.problems
     print(f"{len(moved)} of 8 node/bundle cases moved another replica:", *moved, sep="\n  ")
+    if not moved and _pacemaker() >= (3,):
+        pytest.skip(f"Pacemaker {_pacemaker()}: the bans alone moved no other replica")
     assert len(moved) >= 3, moved
 
 
