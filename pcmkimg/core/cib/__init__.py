@@ -13,7 +13,7 @@ between, the caller re-reads and retries. ``cibadmin --replace --xml-file CIB`` 
 ``new_cib`` is the weaker alternative: Pacemaker refuses it only when the live version is
 newer than ours, so a concurrent change that landed at the same epoch would be lost.
 
-The guard (see ``design.md``): a clone ``<bundle>-guard-clone`` of the primitive
+The guard (README.md, "The guard agent"): a clone ``<bundle>-guard-clone`` of the primitive
 ``<bundle>-guard`` (``ocf:pcmkimg:floating-image``, ``image=<floating name>``), the order
 ``<bundle>-guard-order`` (start guard clone, then start bundle, Mandatory), the colocation
 ``<bundle>-guard-colocation`` (bundle with guard clone, score 999999: not INFINITY, which
