@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -22,8 +22,6 @@ import click
 from pcmkimg import __version__
 from pcmkimg.adapters import config, journal, pacemaker, signals
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
-from pcmkimg.core import commands as cmd
-from pcmkimg.core import naming, plan
 from pcmkimg.errors import (
     BadInput,
     LeaseHeld,
@@ -32,7 +30,6 @@ from pcmkimg.errors import (
     PcmkimgError,
     Refused,
     Unreachable,
-    UsageError,
 )
 
 # Each command imports what only it uses (its workflow, the lease, the podman-py stores) when it
@@ -40,6 +37,7 @@ from pcmkimg.errors import (
 if TYPE_CHECKING:
     from pcmkimg.adapters import podman as images
     from pcmkimg.adapters import storeview
+    from pcmkimg.workflows.context import Context
 
 # --------------------------------------------------------------------------- exit codes
 
@@ -140,18 +138,31 @@ def printable(text: str) -> str:
 
 
 def _env(cib_file: str | None = None) -> Env:
-    """The context of the running command, its configuration read: every command calls this
-    first, so that a bad or missing configuration file is exit 2 before anything else runs
+    """The environment of the running command, its configuration read: every command calls
+    this first, so that a bad or missing configuration file is exit 2 before anything else runs
     (and after click has answered ``--help``)."""
     env: Env = click.get_current_context().find_object(Env)  # type: ignore[assignment]
     if cib_file is not None:  # the command's own --cib-file (before the runner is made)
         env.cib_file = cib_file
     env.conf  # noqa: B018 - read now: it raises ConfigError
-    if env.command not in OFFLINE_COMMANDS:  # [lease] period, for the commands that take it
-        from pcmkimg.adapters import lease as leasing
-
-        leasing.configure(env.conf.lease_period)
     return env
+
+
+def _context(env: Env, *, progress: Callable[[Any], None] | None = None) -> Context:
+    """The context the command's ``run`` gets: the cluster port on the command's runner, the
+    nodes' stores and views opened on first use, the journal's directory, the settings."""
+    from pathlib import Path
+
+    return Context(
+        cluster=pacemaker.Pacemaker(env.runner),
+        open_stores=functools.partial(_stores, env),
+        open_views=functools.partial(_views, env),
+        journal_dir=Path(env.journal_dir),
+        scheme=env.conf.scheme,
+        lease_period=env.conf.lease_period,
+        say=env.say,
+        progress=progress,
+    )
 
 
 @contextmanager
@@ -255,75 +266,32 @@ def cli(
 @cib_file_option
 def status(services: tuple[str, ...], cib_file: str | None) -> None:
     """What runs behind each floating name on each node (drift, role, guard, failures)."""
-    from pcmkimg.workflows import status as st
+    from pcmkimg.workflows import status
 
     env = _env(cib_file)
-    cluster = pacemaker.read_cluster(env.runner)
-    found = st.floating_bundles(cluster, env.conf.scheme, services)
-    with _views(env) as stores:
-        doc = st.rows(st.gather(cluster, stores, found))
-    env.out(doc, [printable(line) for line in st.table(doc)])
+    report = status.run(_context(env), status.StatusRequest(services))
+    assert isinstance(report, status.StatusReport)
+    env.out(report.doc, [printable(line) for line in report.lines()])
 
 
 @cli.command()
 @cib_file_option
 def check(cib_file: str | None) -> None:
     """Preflight: list every problem that would make an update unsafe; exit 3 if any."""
-    from pcmkimg.workflows import status as st
+    from pcmkimg.workflows import status
 
     env = _env(cib_file)
-    cluster = pacemaker.read_cluster(env.runner)
-    found = st.floating_bundles(cluster, env.conf.scheme)
-    with _views(env) as stores:
-        problems = st.problems(st.gather(cluster, stores, found))
-    doc = {"ok": not problems, "problems": [p.__dict__ for p in problems]}
-    if not problems:
+    report = status.run(_context(env), status.CheckRequest())
+    assert isinstance(report, status.CheckReport)
+    doc = report.as_dict()
+    if not report.problems:
         env.out(doc, ["ok: no problems found"])
         return
     if not env.json:
-        env.out(doc, [f"problem: {p.message}" for p in problems])
-    failed = CheckFailed(f"{len(problems)} problem(s) found", "see the list of problems")
+        env.out(doc, [f"problem: {p.message}" for p in report.problems])
+    failed = CheckFailed(f"{len(report.problems)} problem(s) found", "see the list of problems")
     failed.report = doc
     raise failed
-
-
-def _one_of(nodes: Sequence[str], every: bool) -> None:
-    if bool(nodes) == every:
-        raise UsageError("give either --node (one or more) or --all", "e.g. --node controller-1")
-
-
-def _plan(
-    env: Env,
-    service: str,
-    image: str,
-    nodes: Sequence[str],
-    every: bool,
-    digest: str | None,
-    restart: bool,
-) -> tuple[plan.Plan, plan.Cluster]:
-    from pcmkimg.core import reference
-
-    _one_of(nodes, every)
-    target = reference.parse(image)
-    if naming.classify(target, env.conf.scheme) is not None:
-        raise UsageError(
-            f"--image {image} is a floating or rollback name, not a real image",
-            "give the registry reference of the image to run, e.g. REGISTRY/NS/IMAGE:TAG",
-        )
-    if digest is not None:
-        reference.parse(f"x@{digest}")
-        if target.digest is not None and target.digest != digest:
-            raise UsageError(
-                f"--image {image} is pinned to {target.digest}, --digest asks for {digest}",
-                "give one digest, or the same digest in both",
-            )
-    cluster = pacemaker.read_cluster(env.runner)
-    bundle = plan.find_bundle(cluster, service, env.conf.scheme)
-    facts = plan.node_facts(cluster, bundle.id)
-    the_plan = plan.plan_update(
-        bundle, target, facts, None if every else list(nodes), digest=digest, restart=restart
-    )
-    return the_plan, cluster
 
 
 @cli.command()
@@ -353,45 +321,18 @@ def update(
 ) -> None:
     """Per-node minor update of SERVICE to --image, one node at a time."""
     from pcmkimg.progress import PullDisplay
-    from pcmkimg.workflows import update as execute
+    from pcmkimg.workflows import update
 
     env = _env()
-    the_plan, _ = _plan(env, service, image, nodes, every, digest, not no_restart)
-    doc_plan = {"plan": the_plan.lines(), "targets": list(the_plan.targets)}
-    if dry_run:
-        env.out({**doc_plan, "dry_run": True}, the_plan.lines())
+    request = update.UpdateRequest(
+        service, image, nodes, every, digest, not no_restart, timeout, dry_run
+    )
+    # One updating line per node on a terminal.
+    outcome = update.run(_context(env, progress=PullDisplay(sys.stderr)), request)
+    if outcome.report is None:
+        env.out(outcome.as_dict(), outcome.plan.lines())
         return
-    for line in the_plan.lines():
-        env.say(line)
-    report = execute.UpdateReport(
-        the_plan.bundle.id, the_plan.bundle.service, str(the_plan.ref or the_plan.target)
-    )
-    jrnl = journal.open_journal(_journal_path(env))
-    with _stores(env) as stores:
-        shown = PullDisplay(sys.stderr)  # one updating line per node on a terminal
-        updater = execute.Updater(env.runner, stores, jrnl, env.say, timeout, progress=shown)
-        try:
-            updater.run(the_plan, report)
-        except BaseException as exc:
-            if isinstance(exc, PcmkimgError):
-                exc.report = report.as_dict()
-            else:  # an interruption (or a bug) carries the report too: --json shows it
-                exc.__dict__["report"] = report.as_dict()
-            try:
-                jrnl.record("aborted", service=the_plan.bundle.service, error=str(exc))
-            except OSError:
-                pass  # the error being reported matters more than its journal line
-            raise
-    env.say(report.summary())
-    env.out(
-        {**doc_plan, "report": report.as_dict(), "summary": report.summary()}, [report.summary()]
-    )
-
-
-def _journal_path(env: Env):  # type: ignore[no-untyped-def]
-    from pathlib import Path
-
-    return Path(env.journal_dir)
+    env.out(outcome.as_dict(), [outcome.report.summary()])
 
 
 @cli.command()
@@ -400,15 +341,13 @@ def _journal_path(env: Env):  # type: ignore[no-untyped-def]
 @timeout_option(300, "Seconds to wait for the restart.")
 def rollback(service: str, node: str, timeout: int) -> None:
     """Move the floating name back to the rollback image on NODE and restart that replica."""
-    from pcmkimg.workflows import rollback as rb
+    from pcmkimg.workflows import rollback
 
     env = _env()
-    jrnl = journal.open_journal(_journal_path(env))
-    with _stores(env) as stores:
-        bundle, res, image_id = rb.rollback(
-            env.runner, stores, jrnl, env.conf.scheme, service, node, timeout, env.say
-        )
-    env.out(res.as_dict(), [f"{node}: {bundle.floating} -> {image_id[:12]} ({res.result})"])
+    report = rollback.run(_context(env), rollback.RollbackRequest(service, node, timeout))
+    res = report.result
+    line = f"{node}: {report.bundle.floating} -> {report.image_id[:12]} ({res.result})"
+    env.out(res.as_dict(), [line])
 
 
 @cli.command()
@@ -422,19 +361,25 @@ def rollback(service: str, node: str, timeout: int) -> None:
 )
 def history(service: str | None, limit: int) -> None:
     """The update journal, oldest first."""
+    from pcmkimg.workflows import history
+
     env = _env()
-    entries = list(journal.history(_journal_path(env), service))[-limit:]
-    lines = []
-    for e in entries:
-        rest = {k: v for k, v in e.items() if k not in ("time", "run", "event")}
-        detail = " ".join(f"{k}={v}" for k, v in sorted(rest.items()))
-        lines.append(printable(f"{e.get('time')} {e.get('run')} {e.get('event')} {detail}"))
-    env.out(entries, lines or ["the journal is empty"])
+    report = history.run(_context(env), history.HistoryRequest(service, limit))
+    lines = [printable(line) for line in report.lines()]
+    env.out(report.entries, lines or ["the journal is empty"])
 
 
 @cli.group()
 def guard() -> None:
     """Wire the floating-image guard agent to a bundle (add, remove, show)."""
+
+
+def _guard(request: Any) -> None:
+    from pcmkimg.workflows import guard
+
+    env = _env()
+    report = guard.run(_context(env), request)
+    env.out(report.doc, report.lines)
 
 
 @guard.command("add")
@@ -447,42 +392,27 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
 
     Two CIB changes, so that no replica restarts: first the guard clone alone, which must start
     on every node where a replica runs; then the constraints and interleave=true."""
-    from pcmkimg.workflows import guard as wf
+    from pcmkimg.workflows.guard import GuardRequest
 
-    env = _env()
-    if dry_run:
-        cmds = wf.dry_run(env.runner, bundle, image, env.conf.scheme)
-        env.out({"commands": cmds}, [cmd.shown(c) for c in cmds])
-        return
-    changed, description = wf.add(env.runner, bundle, image, env.conf.scheme, timeout, env.say)
-    env.out(
-        {"changed": changed, "description": description},
-        [description if changed else f"{bundle}: guard already wired"],
-    )
+    _guard(GuardRequest("add", bundle, image, dry_run, timeout))
 
 
 @guard.command("remove")
 @click.argument("bundle", **completes(complete_bundle))
 def guard_remove(bundle: str) -> None:
     """Undo exactly what `guard add` did."""
-    from pcmkimg.workflows import guard as wf
+    from pcmkimg.workflows.guard import GuardRequest
 
-    env = _env()
-    change = wf.remove(env.runner, bundle)
-    env.out(
-        {"changed": not change.empty, "description": change.description},
-        [change.description if not change.empty else f"{bundle}: no guard"],
-    )
+    _guard(GuardRequest("remove", bundle))
 
 
 @guard.command("show")
 @click.argument("bundle", **completes(complete_bundle))
 def guard_show(bundle: str) -> None:
     """Print what is wired."""
-    from pcmkimg.workflows import guard as wf
+    from pcmkimg.workflows.guard import GuardRequest
 
-    env = _env()
-    env.out(*wf.show(env.runner, bundle))
+    _guard(GuardRequest("show", bundle))
 
 
 @cli.command()
@@ -491,23 +421,11 @@ def guard_show(bundle: str) -> None:
 @timeout_option(300, "Seconds to wait for the cluster to settle.")
 def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
     """Move BUNDLE from a real or legacy image name to its floating name, with no restart."""
-    from pcmkimg.workflows import migrate as mig
+    from pcmkimg.workflows import migrate
 
     env = _env()
-    cluster = pacemaker.read_cluster(env.runner)
-    try:
-        m = mig.plan_migration(cluster, bundle, env.conf.scheme)
-    except mig.NothingToMigrate as exc:
-        env.out({"changed": False, "reason": exc.message}, [exc.message])
-        return
-    if dry_run:
-        env.out({"plan": m.lines(), "dry_run": True}, m.lines())
-        return
-    for line in m.lines():
-        env.say(line)
-    with _stores(env) as stores:
-        result = mig.run_migration(env.runner, stores, m, env.say, timeout)
-    env.out(result, [f"{m.bundle}: now on {m.floating}; restarted: {len(result['restarted'])}"])
+    report = migrate.run(_context(env), migrate.MigrateRequest(bundle, dry_run, timeout))
+    env.out(report.doc, report.lines)
 
 
 @cli.command()
@@ -531,30 +449,16 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
     """Remove old images of SERVICE from node stores.
 
     Never the images behind the floating or the rollback name, never one a container uses."""
-    from pcmkimg.adapters import podman as images
-    from pcmkimg.workflows import prune as wf
+    from pcmkimg.workflows import prune
 
     env = _env()
-    _one_of(nodes, every)
-    with _stores(env) as stores:
-        pruned, failed = wf.prune(
-            env.runner, stores, env.conf.scheme, service, None if every else nodes, keep
-        )
-    doc = {n: r.__dict__ for n, r in pruned.items()}
-    lines = [
-        f"{n}: removed {len(r.removed)}, kept {len(r.kept)}, protected {len(r.protected)}"
-        for n, r in pruned.items()
-    ]
-    if not failed:
-        env.out(doc, lines)
+    report = prune.run(_context(env), prune.PruneRequest(service, nodes, every, keep))
+    error = report.error()
+    if error is None:
+        env.out(report.as_dict(), report.lines())
         return
     if not env.json:
-        env.out(doc, lines)
-    error = images.NodesUnreachable(
-        "; ".join(f"{n}: {e}" for n, e in failed.items()),
-        "reach those nodes, then prune them again (the others were pruned)",
-    )
-    error.report = doc
+        env.out(report.as_dict(), report.lines())
     raise error
 
 

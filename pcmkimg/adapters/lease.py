@@ -1,8 +1,8 @@
 """The update lease in the live CIB: take it, keep it, release it (see :mod:`pcmkimg.core.lease`
 for what it is and when it lapses).
 
-Each change is the pacemaker adapter's compare-and-swap (:func:`update_cib`) applied to the pure
-claim of the core. :func:`held` is what the commands use: it takes the lease inside its cleanup
+Each change is the cluster port's compare-and-swap (``cluster.update_cib(edit)``, see
+:class:`pcmkimg.adapters.pacemaker.Pacemaker`) applied to the pure claim of the core. :func:`held` is what the commands use: it takes the lease inside its cleanup
 scope, renews it from a background thread (:class:`Keeper`) for as long as the block runs, and
 releases it on every exit path.
 """
@@ -17,8 +17,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
-from pcmkimg.adapters.pacemaker import Runner, update_cib
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
@@ -44,17 +44,12 @@ from pcmkimg.errors import PcmkimgError
 log = logging.getLogger(__name__)
 
 POLL = 1.0  # seconds between two looks at a lease held by another process
-_period = DEFAULT_PERIOD
 
 
-def configure(period: float) -> None:
-    """The period of the leases this process takes from now on (``[lease] period``)."""
-    global _period
-    _period = check_period(period)
+class CibWriter(Protocol):
+    """What the lease needs of the cluster port: its compare-and-swap of the CIB."""
 
-
-def configured_period() -> float:
-    return _period
+    def update_cib(self, edit: Callable[[cib.Element], cib.CibChange]) -> cib.CibChange: ...
 
 
 def pid_alive(pid: int) -> bool:
@@ -85,7 +80,7 @@ def new_lease(
 
 
 def acquire(
-    runner: Runner,
+    cluster: CibWriter,
     period: float = DEFAULT_PERIOD,
     *,
     mine: Lease | None = None,
@@ -120,7 +115,7 @@ def acquire(
     announced = False
     while True:
         try:
-            update_cib(runner, edit)
+            cluster.update_cib(edit)
             return mine
         except LeaseHeldError as exc:
             if not watch or (exc.seen is not None and exc.seen.changes):
@@ -136,7 +131,7 @@ def acquire(
 
 
 def renew(
-    runner: Runner,
+    cluster: CibWriter,
     lease: Lease,
     *,
     clock: Callable[[], float] = time.time,
@@ -157,11 +152,11 @@ def renew(
             f"another update may be running: check with {cmd.quoted(cmd.status())}, then re-run",
         )
 
-    update_cib(runner, edit)
+    cluster.update_cib(edit)
     return renewed
 
 
-def release(runner: Runner, lease: Lease) -> bool:
+def release(cluster: CibWriter, lease: Lease) -> bool:
     """Delete the lease if it carries our token. False when it did not (nothing deleted)."""
     released = True
 
@@ -173,7 +168,7 @@ def release(runner: Runner, lease: Lease) -> bool:
         released = True
         return cib.delete_cluster_property(config, PROPERTY)
 
-    update_cib(runner, edit)
+    cluster.update_cib(edit)
     return released
 
 
@@ -188,13 +183,13 @@ class Keeper:
 
     def __init__(
         self,
-        runner: Runner,
+        cluster: CibWriter,
         lease: Lease,
         *,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.runner = runner
+        self.cluster = cluster
         self.current = lease
         self.clock = clock
         self.monotonic = monotonic
@@ -218,7 +213,7 @@ class Keeper:
                     # From before the write: a reader may see the new value from the moment
                     # it lands, and takes over a period after that at the earliest.
                     started = self.monotonic()
-                    self.current = renew(self.runner, self.current, clock=self.clock)
+                    self.current = renew(self.cluster, self.current, clock=self.clock)
                     self.last_renewed = started
                 pause = self.current.renew_every
             except LeaseLostError as exc:
@@ -286,15 +281,15 @@ class Holding:
 
 @contextlib.contextmanager
 def held(
-    runner: Runner,
-    period: float | None = None,
+    cluster: CibWriter,
+    period: float,
     *,
     say: Callable[[str], None] | None = None,
     watch: bool = True,
     clock: Callable[[], float] = time.time,
 ) -> Iterator[Holding]:
     """Hold the lease for a block, renewed in the background; released on every exit path
-    (SIGINT, SIGTERM, SIGHUP and SIGQUIT too). ``period``: the configured one unless given.
+    (SIGINT, SIGTERM, SIGHUP and SIGQUIT too). ``period``: ``[lease] period`` (the context's).
 
     A lease held by another process is watched for up to one period (``watch``): taken over if
     it stays unchanged that long, refused at once when it changes. The lease is taken inside
@@ -302,19 +297,19 @@ def held(
     (if it carries our token).
     """
     with sigterm_raises():
-        mine = new_lease(_period if period is None else period, clock=clock)
+        mine = new_lease(period, clock=clock)
         keeper: Keeper | None = None
         maybe_written = False
         first: BaseException | None = None
         try:
             try:
                 maybe_written = True
-                acquire(runner, mine=mine, watch=watch, say=say, clock=clock)
+                acquire(cluster, mine=mine, watch=watch, say=say, clock=clock)
             except LeaseError:
                 # Held, or a value we cannot read: refused before any write of ours.
                 maybe_written = False
                 raise
-            keeper = Keeper(runner, mine, clock=clock).start()
+            keeper = Keeper(cluster, mine, clock=clock).start()
             yield Holding(keeper)
         except BaseException as exc:
             first = exc
@@ -324,12 +319,12 @@ def held(
                 if keeper is not None:
                     keeper.stop()
                 if maybe_written:
-                    _release_or_raise(runner, mine, first)
+                    _release_or_raise(cluster, mine, first)
 
 
-def _release_or_raise(runner: Runner, mine: Lease, first: BaseException | None) -> None:
+def _release_or_raise(cluster: CibWriter, mine: Lease, first: BaseException | None) -> None:
     try:
-        release(runner, mine)
+        release(cluster, mine)
     except PcmkimgError as exc:
         before = ""
         if first is not None:

@@ -782,3 +782,65 @@ def read_cluster(runner: Runner) -> plan.Cluster:
     """The configuration and the state, from one snapshot (see :func:`query_config`)."""
     config, mon = query_config(runner)
     return plan.Cluster(config, mon, cib.cluster_status(mon))
+
+
+# --------------------------------------------------------------------------- the cluster port
+
+
+@dataclass(frozen=True)
+class Pacemaker:
+    """The cluster port: every Pacemaker operation a workflow uses, on one :class:`Runner`.
+
+    Workflows get it from their context (``ctx.cluster``) and never call this module's
+    functions themselves; tests give them ``tests.fakes.FakeCluster`` instead, which answers
+    the same methods from a scripted CIB and crm_mon."""
+
+    runner: Runner = field(default_factory=Runner)
+
+    @property
+    def offline(self) -> bool:
+        return self.runner.offline
+
+    def read_cluster(self) -> plan.Cluster:
+        return read_cluster(self.runner)
+
+    def query_cib(self) -> cib.Element:
+        return query_cib(self.runner)
+
+    def status(self) -> cib.ClusterStatus:
+        return status(self.runner)
+
+    def update_cib(self, edit: Callable[[cib.Element], cib.CibChange]) -> cib.CibChange:
+        return update_cib(self.runner, edit)
+
+    def local_node(self) -> str:
+        return local_node(self.runner)
+
+    def cleanup(self, resource: str, node: str | None = None) -> None:
+        cleanup(self.runner, resource, node)
+
+    def refresh(self, resource: str, node: str | None = None) -> None:
+        refresh(self.runner, resource, node)
+
+    def wait(self, timeout: float) -> None:
+        wait(self.runner, timeout)
+
+    def settle(self, timeout: float) -> float:
+        return settle(self.runner, timeout)
+
+    def set_node_attribute(self, node: str, name: str, value: str) -> None:
+        set_node_attribute(self.runner, node, name, value)
+
+    def delete_node_attribute(self, node: str, name: str) -> None:
+        delete_node_attribute(self.runner, node, name)
+
+    def holding(self, bundle_id: str, timeout: float) -> contextlib.AbstractContextManager[Holds]:
+        return holding(self.runner, bundle_id, timeout)
+
+    def restart_replica(
+        self, bundle_id: str, node: str, timeout: float, *, holds: Holds | None = None
+    ) -> RestartReport:
+        return restart_replica(self.runner, bundle_id, node, timeout, holds=holds)
+
+    def remove_own_bans(self, bundle_id: str, config: cib.Element | None = None) -> list[str]:
+        return remove_own_bans(self.runner, bundle_id, config)

@@ -35,25 +35,13 @@ from pcmkimg.adapters.localstore import (
 )
 from pcmkimg.adapters.signals import signals_held
 from pcmkimg.core.images import (
-    HOLD_TAG,
     Container,
-    ImageAbsent,
-    ImageError,
     ImageInfo,
-    InvalidName,
-    NodesUnreachable,
-    NodeUnreachable,
-    PodmanCommandFailed,
     Pruned,
     Pulled,
     PullProgress,
     Resolved,
-    Retagged,
-    SocketDown,
-    StoreError,
-    TagOp,
     Unresolved,
-    _repository,
     containers_from,
     downtime,
     has_digest,
@@ -61,6 +49,7 @@ from pcmkimg.core.images import (
     parse_created,
 )
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
+from pcmkimg.core.prune import repository_of
 from pcmkimg.core.pulls import (
     _FIXES,
     AuthError,
@@ -75,6 +64,17 @@ from pcmkimg.core.pulls import (
 )
 from pcmkimg.core.reference import InvalidReference, Reference, parse
 from pcmkimg.core.store import Resolution, StorePort
+from pcmkimg.core.storeerrors import (
+    ImageAbsent,
+    ImageError,
+    InvalidName,
+    NodesUnreachable,
+    NodeUnreachable,
+    PodmanCommandFailed,
+    SocketDown,
+    StoreError,
+)
+from pcmkimg.core.tagplan import HOLD_TAG, Retagged, TagOp
 
 if TYPE_CHECKING:
     from podman import PodmanClient
@@ -433,7 +433,7 @@ class Store(StorePort):
         name but those the caller chose is ever taken off)."""
         from podman.errors import APIError
 
-        names = [parse(n) for n in image.names if _repository(n)]
+        names = [parse(n) for n in image.names if repository_of(n)]
         for extra in names[1:]:
             self._untag(self._require(image.id), extra)
         with self._talking(image.id):

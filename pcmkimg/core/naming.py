@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from pcmkimg.core.images import HOLD_TAG
 from pcmkimg.core.reference import (
     InvalidReference,
     Reference,
@@ -29,6 +28,7 @@ from pcmkimg.core.reference import (
     validate_path_component,
     validate_tag,
 )
+from pcmkimg.core.tagplan import HOLD_TAG
 from pcmkimg.errors import BadInput
 
 TYPE_CHECKING = False

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from pcmkimg.core import commands as cmd
-from pcmkimg.core.images import ImageError, InvalidName, NodeUnreachable
+from pcmkimg.core.storeerrors import ImageError, InvalidName, NodeUnreachable
 from pcmkimg.errors import BadInput
 
 

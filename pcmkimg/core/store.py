@@ -4,11 +4,11 @@ A store gives primitives: inspect a name or an image ID, tag, untag, list the im
 containers, remove an image (:class:`pcmkimg.adapters.podman.Store` does it over the podman
 API; the unit tests' fake over a dict). :class:`StorePort` builds the rules on them:
 :meth:`~StorePort.resolve`, :meth:`~StorePort.retag`, :meth:`~StorePort.restore` and
-:meth:`~StorePort.prune` read what the store holds, ask the pure plans of
-:mod:`pcmkimg.core.images` (:func:`~pcmkimg.core.images.retag_plan`,
-:func:`~pcmkimg.core.images.restore_plan`, :func:`~pcmkimg.core.images.prune_selection`) what
-to change, and apply the answer through the primitives. Nothing here talks to podman, so a fake
-that gives the primitives runs the same rules as the real store.
+:meth:`~StorePort.prune` read what the store holds, ask the pure plans
+(:func:`~pcmkimg.core.tagplan.retag_plan`, :func:`~pcmkimg.core.tagplan.restore_plan`,
+:func:`~pcmkimg.core.prune.prune_selection`) what to change, and apply the answer through the
+primitives. Nothing here talks to podman, so a fake that gives the primitives runs the same
+rules as the real store.
 """
 
 from __future__ import annotations
@@ -20,23 +20,12 @@ from typing import Union
 
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming
-from pcmkimg.core.images import (
-    Container,
-    ImageAbsent,
-    ImageInfo,
-    InvalidName,
-    Pruned,
-    Resolved,
-    Retagged,
-    StoreError,
-    TagOp,
-    Unresolved,
-    prune_selection,
-    restore_plan,
-    retag_plan,
-)
+from pcmkimg.core.images import Container, ImageInfo, Pruned, Resolved, Unresolved
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
+from pcmkimg.core.prune import prune_selection
 from pcmkimg.core.reference import InvalidReference, Reference, parse
+from pcmkimg.core.storeerrors import ImageAbsent, InvalidName, StoreError
+from pcmkimg.core.tagplan import Retagged, TagOp, restore_plan, retag_plan
 
 Resolution = Union[Resolved, Unresolved]
 
@@ -101,7 +90,7 @@ class StorePort(ABC):
         removed, and no image is left without a name on the way, except an older image whose
         only name was the rollback name (reported as ``released_id``). Running it again
         changes nothing. :meth:`restore` undoes it exactly. The moves are
-        :func:`~pcmkimg.core.images.retag_plan`'s.
+        :func:`~pcmkimg.core.tagplan.retag_plan`'s.
         """
         name, back = self._scheme_names(floating, rollback)
         target = self._target(image)
@@ -115,7 +104,7 @@ class StorePort(ABC):
         """Put the floating and the rollback name back where they were before ``done``.
 
         No image is left without a name on the way (see
-        :func:`~pcmkimg.core.images.restore_plan`). Raises ImageAbsent when the floating name
+        :func:`~pcmkimg.core.tagplan.restore_plan`). Raises ImageAbsent when the floating name
         named no image before: there is nothing to go back to (the caller says what then).
         """
         if not done.moved:
@@ -144,7 +133,7 @@ class StorePort(ABC):
         every image with a name (now or before) in a repository of theirs. Never removed: an
         image that holds any name of the scheme (any service's floating or rollback name), a
         legacy ``:pcmklatest`` name or a name outside the service's repositories, or that any
-        container uses (the rule is :func:`~pcmkimg.core.images.prune_selection`). Each image
+        container uses (the rule is :func:`~pcmkimg.core.prune.prune_selection`). Each image
         is looked at again right before it goes: one that changed meanwhile is kept.
         """
         try:

@@ -16,13 +16,15 @@ name back and is wired again as it was. ``add`` and ``remove`` hold the update l
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import pacemaker, signals
+from pcmkimg.adapters import signals
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import LeftBehind, PcmkimgError, UsageError
+from pcmkimg.workflows.context import ClusterPort, Context
 
 
 class GuardHalfWired(LeftBehind):
@@ -46,10 +48,10 @@ def floating_of(
 
 
 def dry_run(
-    runner: pacemaker.Runner, bundle: str, image: str | None, scheme: naming.Scheme
+    cluster: ClusterPort, bundle: str, image: str | None, scheme: naming.Scheme
 ) -> list[list[str]]:
     """The commands that wire the guard by hand, in the order that restarts nothing."""
-    current = pacemaker.query_cib(runner)
+    current = cluster.query_cib()
     floating = floating_of(current, bundle, image, scheme)
     cmds = cib.guard_pcs_commands(current, bundle, floating)
     existing = cib.bundle(current, bundle).guard
@@ -68,36 +70,37 @@ def dry_run(
 
 
 def add(
-    runner: pacemaker.Runner,
+    cluster: ClusterPort,
     bundle: str,
     image: str | None,
     scheme: naming.Scheme,
     timeout: float,
     say: plan.Say,
+    lease_period: float,
 ) -> tuple[bool, str]:
     """Wire the guard, under the update lease: (whether the CIB changed, what changed).
 
     Checked first, without the lease: a bad bundle or name is refused, and a guard already
     wired as asked changes nothing (no lease is taken, the CIB does not move)."""
-    current = pacemaker.query_cib(runner)
+    current = cluster.query_cib()
     floating = floating_of(current, bundle, image, scheme)
     existing = cib.bundle(current, bundle).guard
     if existing is not None and existing.image == floating:
         if cib.add_guard(current, bundle, floating).empty:
             return False, ""
-    with leasing.held(runner):
-        return _add(runner, bundle, image, scheme, timeout, say)
+    with leasing.held(cluster, lease_period):
+        return _add(cluster, bundle, image, scheme, timeout, say)
 
 
 def _add(
-    runner: pacemaker.Runner,
+    cluster: ClusterPort,
     bundle: str,
     image: str | None,
     scheme: naming.Scheme,
     timeout: float,
     say: plan.Say,
 ) -> tuple[bool, str]:
-    current = pacemaker.query_cib(runner)
+    current = cluster.query_cib()
     floating = floating_of(current, bundle, image, scheme)
     existing = cib.bundle(current, bundle).guard
     existed = existing is not None
@@ -106,22 +109,20 @@ def _add(
         # Edited in place, the guard restarts on every node, and the Mandatory order restarts
         # every replica after it (the colocation stops one where it does not start): drop both
         # first, and put them back once the guard runs with its new name.
-        unwired = pacemaker.update_cib(runner, lambda c: cib.unwire_guard(c, bundle))
+        unwired = cluster.update_cib(lambda c: cib.unwire_guard(c, bundle))
         if not unwired.empty:
             say(f"{unwired.description}, so that renaming it restarts no replica")
-    first = pacemaker.update_cib(
-        runner, lambda c: cib.add_guard(c, bundle, floating, constraints=False)
-    )
+    first = cluster.update_cib(lambda c: cib.add_guard(c, bundle, floating, constraints=False))
     missing: list[str] = []
     try:
         if not first.empty:
             say(f"{first.description}; waiting for it to start")
-            pacemaker.wait(runner, timeout)
-        missing = missing_on(runner, bundle)
+            cluster.wait(timeout)
+        missing = missing_on(cluster, bundle)
         if missing:
             service = naming.classify(floating, scheme)
             if renamed and existing is not None and existing.image:
-                _restore(runner, bundle, existing.image, missing, timeout, say)
+                _restore(cluster, bundle, existing.image, missing, timeout, say)
                 outcome = f"the guard keeps {existing.image}"
             else:
                 outcome = "nothing was wired" if not existed else "no constraint was added"
@@ -133,9 +134,9 @@ def _add(
             )
     except BaseException:
         if not existed:  # leave nothing half-wired behind; a guard that was there stays
-            undo(runner, bundle, missing)
+            undo(cluster, bundle, missing)
         raise
-    change = pacemaker.update_cib(runner, lambda c: cib.add_guard(c, bundle, floating))
+    change = cluster.update_cib(lambda c: cib.add_guard(c, bundle, floating))
     changed = not (first.empty and change.empty)
     if renamed:
         return True, f"guard {cib.guard_ids(bundle)['clone']} of {bundle} now checks {floating}"
@@ -143,7 +144,7 @@ def _add(
 
 
 def _restore(
-    runner: pacemaker.Runner,
+    cluster: ClusterPort,
     bundle: str,
     image: str,
     failed: Sequence[str],
@@ -152,37 +153,35 @@ def _restore(
 ) -> None:
     """Give the guard its former name back, forget its failed starts on ``failed`` (else it
     stays off there), wait for it, then wire it again as it was."""
-    back = pacemaker.update_cib(
-        runner, lambda c: cib.add_guard(c, bundle, image, constraints=False)
-    )
+    back = cluster.update_cib(lambda c: cib.add_guard(c, bundle, image, constraints=False))
     guard_id = cib.guard_ids(bundle)["primitive"]
     for node in failed:
-        pacemaker.cleanup(runner, guard_id, node)
+        cluster.cleanup(guard_id, node)
     say(f"{back.description}: the former name again; waiting for it to start")
-    pacemaker.wait(runner, timeout)
-    if missing_on(runner, bundle):
+    cluster.wait(timeout)
+    if missing_on(cluster, bundle):
         return  # not wired again: a restart of every replica; `guard show` says PARTLY wired
-    pacemaker.update_cib(runner, lambda c: cib.add_guard(c, bundle, image))
+    cluster.update_cib(lambda c: cib.add_guard(c, bundle, image))
 
 
-def missing_on(runner: pacemaker.Runner, bundle: str) -> list[str]:
+def missing_on(cluster: ClusterPort, bundle: str) -> list[str]:
     """Nodes where a replica runs but the guard clone does not."""
-    cluster = pacemaker.read_cluster(runner)
-    guard = cib.bundle(cluster.config, bundle).guard
-    started = cib.clone_instances(cluster.mon, guard.clone_id) if guard else {}
+    now = cluster.read_cluster()
+    guard = cib.bundle(now.config, bundle).guard
+    started = cib.clone_instances(now.mon, guard.clone_id) if guard else {}
     return sorted(
         r.node
-        for r in cluster.status.replicas_of(bundle)
+        for r in now.status.replicas_of(bundle)
         if r.active and r.node and r.node not in started
     )
 
 
-def undo(runner: pacemaker.Runner, bundle: str, nodes: Sequence[str]) -> None:
+def undo(cluster: ClusterPort, bundle: str, nodes: Sequence[str]) -> None:
     """Remove a guard clone this run created, and forget its failed starts."""
     guard_id = cib.guard_ids(bundle)["primitive"]
     with signals.signals_held():
         try:
-            pacemaker.update_cib(runner, lambda c: cib.remove_guard(c, bundle))
+            cluster.update_cib(lambda c: cib.remove_guard(c, bundle))
         except PcmkimgError as exc:
             raise GuardHalfWired(
                 f"the guard clone of {bundle} could not be removed again: {exc.message}",
@@ -190,24 +189,24 @@ def undo(runner: pacemaker.Runner, bundle: str, nodes: Sequence[str]) -> None:
             ) from exc
         for node in nodes:
             try:
-                pacemaker.cleanup(runner, guard_id, node)
+                cluster.cleanup(guard_id, node)
             except PcmkimgError:
                 pass  # its history goes with the resource; a cleanup is only tidiness
 
 
-def remove(runner: pacemaker.Runner, bundle: str) -> cib.CibChange:
+def remove(cluster: ClusterPort, bundle: str, lease_period: float) -> cib.CibChange:
     """Undo exactly what :func:`add` did, under the update lease (none is taken when there
     is nothing to undo: the CIB does not move)."""
-    nothing = cib.remove_guard(pacemaker.query_cib(runner), bundle)
+    nothing = cib.remove_guard(cluster.query_cib(), bundle)
     if nothing.empty:
         return nothing
-    with leasing.held(runner):
-        return pacemaker.update_cib(runner, lambda c: cib.remove_guard(c, bundle))
+    with leasing.held(cluster, lease_period):
+        return cluster.update_cib(lambda c: cib.remove_guard(c, bundle))
 
 
-def show(runner: pacemaker.Runner, bundle: str) -> tuple[dict[str, Any], list[str]]:
+def show(cluster: ClusterPort, bundle: str) -> tuple[dict[str, Any], list[str]]:
     """What is wired: (the JSON document, the lines for a person)."""
-    b = cib.bundle(pacemaker.query_cib(runner), bundle)
+    b = cib.bundle(cluster.query_cib(), bundle)
     g = b.guard
     doc: dict[str, Any] = {"bundle": b.id, "interleave": b.interleave, "wired": b.guard_wired}
     if g is None:
@@ -221,3 +220,51 @@ def show(runner: pacemaker.Runner, bundle: str) -> tuple[dict[str, Any], list[st
         f"bundle interleave={str(b.interleave).lower()}",
     ]
     return doc, lines
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@dataclass(frozen=True)
+class GuardRequest:
+    """``pcmkimg guard add|remove|show BUNDLE``."""
+
+    action: Literal["add", "remove", "show"]
+    bundle: str
+    image: str | None = None
+    """add: the floating name (default: the bundle's image)."""
+    dry_run: bool = False
+    """add: the equivalent commands only."""
+    timeout: float = 120
+    """add: how long to wait for the guard to start."""
+
+
+@dataclass
+class GuardReport:
+    """What ``guard`` did (add, remove) or found (show), as a document and as lines."""
+
+    doc: dict[str, Any] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+
+def run(ctx: Context, req: GuardRequest) -> GuardReport:
+    """Add, remove or show the guard of ``req.bundle``."""
+    bundle = req.bundle
+    if req.action == "show":
+        return GuardReport(*show(ctx.cluster, bundle))
+    if req.action == "remove":
+        change = remove(ctx.cluster, bundle, ctx.lease_period)
+        return GuardReport(
+            {"changed": not change.empty, "description": change.description},
+            [change.description if not change.empty else f"{bundle}: no guard"],
+        )
+    if req.dry_run:
+        cmds = dry_run(ctx.cluster, bundle, req.image, ctx.scheme)
+        return GuardReport({"commands": cmds}, [cmd.shown(c) for c in cmds])
+    changed, description = add(
+        ctx.cluster, bundle, req.image, ctx.scheme, req.timeout, ctx.say, ctx.lease_period
+    )
+    return GuardReport(
+        {"changed": changed, "description": description},
+        [description if changed else f"{bundle}: guard already wired"],
+    )

@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import pacemaker, signals
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import signals
 from pcmkimg.core import cib, naming
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.images import NodesUnreachable
 from pcmkimg.core.plan import Cluster, PreflightFailed, Say, node_facts
 from pcmkimg.core.reference import InvalidReference
 from pcmkimg.errors import LeftBehind, PcmkimgError
+from pcmkimg.workflows.context import ClusterPort, Context, StoresPort
 
 
 class MigrationIncomplete(LeftBehind):
@@ -100,7 +101,7 @@ def _unknown(wanted: str, cluster: Cluster) -> PcmkimgError:
     return UnknownService(f"no bundle {wanted!r}", f"bundles: {ids}")
 
 
-def check_nodes(m: Migration, stores: images.Stores) -> dict[str, str]:
+def check_nodes(m: Migration, stores: StoresPort) -> dict[str, str]:
     """Image ID of the current name on each node; every problem at once, nothing changed."""
     answers = stores.each(list(m.nodes), lambda s: (s.resolve(m.current), s.resolve(m.floating)))
     problems, unreachable, ids = [], [], {}
@@ -128,7 +129,7 @@ def check_nodes(m: Migration, stores: images.Stores) -> dict[str, str]:
     return ids
 
 
-def _containers(stores: images.Stores, nodes: Sequence[str], prefix: str) -> dict[str, str]:
+def _containers(stores: StoresPort, nodes: Sequence[str], prefix: str) -> dict[str, str]:
     answers = stores.each(list(nodes), lambda s: s.containers(running_only=True))
     out = {}
     for node, answer in answers.items():
@@ -139,24 +140,29 @@ def _containers(stores: images.Stores, nodes: Sequence[str], prefix: str) -> dic
     return out
 
 
-def _unmanaged(runner: pacemaker.Runner, bundle: str) -> bool:
+def _unmanaged(cluster: ClusterPort, bundle: str) -> bool:
     """Whether the bundle is unmanaged now (True when that can't be read: say it may be)."""
     try:
-        return not cib.bundle(pacemaker.query_cib(runner), bundle).is_managed
+        return not cib.bundle(cluster.query_cib(), bundle).is_managed
     except PcmkimgError:
         return True
 
 
 def run_migration(
-    runner: pacemaker.Runner, stores: images.Stores, m: Migration, say: Say, timeout: float = 300
+    cluster: ClusterPort,
+    stores: StoresPort,
+    m: Migration,
+    say: Say,
+    timeout: float,
+    lease_period: float,
 ) -> dict[str, Any]:
     ids = check_nodes(m, stores)
-    with leasing.held(runner, say=say):
+    with leasing.held(cluster, lease_period, say=say):
         before = _containers(stores, m.nodes, f"{m.bundle}-")
         for node in m.nodes:
             stores.get(node).retag(m.floating, m.current)
             say(f"{node}: {m.floating} names {ids[node][:12]}")
-        previous = cib.bundle(pacemaker.query_cib(runner), m.bundle).meta.get("is-managed")
+        previous = cib.bundle(cluster.query_cib(), m.bundle).meta.get("is-managed")
 
         def edit(config: cib.Element) -> cib.CibChange:
             unmanaged = cib.set_bundle_meta(config, m.bundle, "is-managed", "false")
@@ -167,18 +173,16 @@ def run_migration(
 
         changed = False
         try:
-            pacemaker.update_cib(runner, edit)
+            cluster.update_cib(edit)
             changed = True
             say(f"{m.bundle}: image is now {m.floating} (unmanaged while re-probing)")
-            pacemaker.refresh(runner, m.bundle)
-            pacemaker.settle(runner, timeout)
-            pacemaker.update_cib(
-                runner, lambda c: cib.set_bundle_meta(c, m.bundle, "is-managed", previous)
-            )
+            cluster.refresh(m.bundle)
+            cluster.settle(timeout)
+            cluster.update_cib(lambda c: cib.set_bundle_meta(c, m.bundle, "is-managed", previous))
         except (PcmkimgError, KeyboardInterrupt, signals.Terminated) as exc:
             # Managed again before the re-probe recorded the new name, every replica would
             # restart: leave the bundle unmanaged and say how to finish.
-            if not changed and not _unmanaged(runner, m.bundle):
+            if not changed and not _unmanaged(cluster, m.bundle):
                 raise
             raise MigrationIncomplete(
                 f"{m.bundle} may be left unmanaged (image {m.floating}): the migration did not "
@@ -186,7 +190,7 @@ def run_migration(
                 f"{cmd.quoted(cmd.refresh(m.bundle))}, {cmd.quoted(cmd.wait())}, then "
                 f"{cmd.quoted(cmd.manage(m.bundle))}",
             ) from exc
-        pacemaker.settle(runner, timeout)
+        cluster.settle(timeout)
         after = _containers(stores, m.nodes, f"{m.bundle}-")
     restarted = sorted(k for k, v in before.items() if after.get(k) != v)
     say(f"{m.bundle}: managed again; containers restarted: {len(restarted)}")
@@ -197,3 +201,41 @@ def run_migration(
         "nodes": list(m.nodes),
         "restarted": restarted,
     }
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@dataclass(frozen=True)
+class MigrateRequest:
+    """``pcmkimg migrate BUNDLE [--dry-run]``."""
+
+    bundle: str
+    dry_run: bool = False
+    timeout: float = 300
+
+
+@dataclass
+class MigrateReport:
+    """What ``migrate`` did (or, with ``dry_run`` or nothing to do, would do)."""
+
+    doc: dict[str, Any]
+    lines: list[str]
+
+
+def run(ctx: Context, req: MigrateRequest) -> MigrateReport:
+    """Plan the migration of ``req.bundle`` and, unless ``dry_run``, carry it out."""
+    cluster = ctx.cluster.read_cluster()
+    try:
+        m = plan_migration(cluster, req.bundle, ctx.scheme)
+    except NothingToMigrate as exc:
+        return MigrateReport({"changed": False, "reason": exc.message}, [exc.message])
+    if req.dry_run:
+        return MigrateReport({"plan": m.lines(), "dry_run": True}, m.lines())
+    for line in m.lines():
+        ctx.say(line)
+    with ctx.open_stores() as stores:
+        result = run_migration(ctx.cluster, stores, m, ctx.say, req.timeout, ctx.lease_period)
+    return MigrateReport(
+        result, [f"{m.bundle}: now on {m.floating}; restarted: {len(result['restarted'])}"]
+    )

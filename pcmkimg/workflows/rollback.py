@@ -7,6 +7,8 @@ and a restart of that node's replica, checked and rolled back on failure like an
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pcmkimg.adapters import journal, pacemaker
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
@@ -16,26 +18,41 @@ from pcmkimg.core import naming, plan
 from pcmkimg.core.images import HOLD_TAG, unswap_plan
 from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError
+from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.update import NodeResult, UpdateFailed, Updater
 
 
-def rollback(
-    runner: pacemaker.Runner,
-    stores: images.Stores,
-    jrnl: Journal,
-    scheme: naming.Scheme,
-    service: str,
-    node: str,
-    timeout: float,
-    say: plan.Say,
-) -> tuple[plan.BundleRef, NodeResult, str]:
-    """Roll ``service`` back on ``node``: (the bundle, the node's result, the image ID)."""
-    cluster = pacemaker.read_cluster(runner)
-    bundle = plan.find_bundle(cluster, service, scheme)
+@dataclass(frozen=True)
+class RollbackRequest:
+    """``pcmkimg rollback SERVICE --node N``."""
+
+    service: str
+    node: str
+    timeout: float = 300
+
+
+@dataclass(frozen=True)
+class RollbackReport:
+    """What ``rollback`` did: the bundle, the node's result, the image it went back to."""
+
+    bundle: plan.BundleRef
+    result: NodeResult
+    image_id: str
+
+
+def run(ctx: Context, req: RollbackRequest) -> RollbackReport:
+    """Roll ``req.service`` back on ``req.node``."""
+    node = req.node
+    cluster = ctx.cluster.read_cluster()
+    bundle = plan.find_bundle(cluster, req.service, ctx.scheme)
     plan.choose_nodes(bundle, plan.node_facts(cluster, bundle.id), [node])
-    back = naming.rollback_name(bundle.service, scheme)
-    with leasing.held(runner, say=say) as held:  # renewed in the background until released
-        _undo_interrupted_swap(stores.get(node), jrnl, bundle, back, say)
+    back = naming.rollback_name(bundle.service, ctx.scheme)
+    jrnl = ctx.journal()
+    with (
+        ctx.open_stores() as stores,
+        leasing.held(ctx.cluster, ctx.lease_period, say=ctx.say) as held,
+    ):  # renewed in the background until released
+        _undo_interrupted_swap(stores.get(node), jrnl, bundle, back, ctx.say)
         target = stores.get(node).resolve(back)
         if not isinstance(target, images.Resolved):
             raise plan.PreflightFailed(
@@ -43,7 +60,9 @@ def rollback(
                 f"use {cmd.shown(cmd.update(node, bundle.service))}",
             )
 
-        updater = Updater(runner, stores, jrnl, say, timeout, holding=held)
+        updater = Updater(
+            ctx.cluster, stores, jrnl, ctx.say, req.timeout, ctx.lease_period, holding=held
+        )
         updater.baseline = plan.health(_without_leftover_bans(updater, bundle).status, bundle.id)
         res = NodeResult(node)
         updater.record("rollback", service=bundle.service, node=node, to=target.id)
@@ -60,22 +79,22 @@ def rollback(
                 if isinstance(cause, pacemaker.RestartFailedError)
                 else exc.fix,
             ) from exc
-    return bundle, res, target.id
+    return RollbackReport(bundle, res, target.id)
 
 
 def _without_leftover_bans(updater: Updater, bundle: plan.BundleRef) -> plan.Cluster:
     """The cluster read under the lease, once the bans an earlier, killed restart of
     ``bundle`` left are gone and the cluster has settled (the update's preflight does the
     same): the rollback's baseline."""
-    cluster = pacemaker.read_cluster(updater.runner)
-    left = pacemaker.remove_own_bans(updater.runner, bundle.id, cluster.config)
+    cluster = updater.cluster.read_cluster()
+    left = updater.cluster.remove_own_bans(bundle.id, cluster.config)
     if not left:
         return cluster
     for cid in left:
         updater.say(f"removed {cid}, left behind by an earlier restart")
-    pacemaker.settle(updater.runner, updater.timeout)
+    updater.cluster.settle(updater.timeout)
     updater.record("leftover-bans", service=bundle.service, removed=left)
-    return pacemaker.read_cluster(updater.runner)
+    return updater.cluster.read_cluster()
 
 
 def _undo_interrupted_swap(

@@ -16,6 +16,7 @@ from pcmkimg.core import cib, lease, naming, plan, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.plan import Cluster, node_facts_of
 from pcmkimg.errors import PcmkimgError
+from pcmkimg.workflows.context import Context
 
 SCHEMA_ID = "pcmkimg-status/1"
 
@@ -418,3 +419,51 @@ def problems(g: Gathered) -> list[Problem]:
     for p in found:
         unique.setdefault((p.kind, p.message), p)
     return list(unique.values())
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+@dataclass(frozen=True)
+class StatusRequest:
+    """``pcmkimg status [SERVICE...]``."""
+
+    services: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """``pcmkimg check``."""
+
+
+@dataclass
+class StatusReport:
+    """What ``status`` found: the document of :data:`SCHEMA_ID`, and its table."""
+
+    doc: dict[str, object]
+
+    def lines(self) -> list[str]:
+        return table(self.doc)
+
+
+@dataclass
+class CheckReport:
+    """What ``check`` found: every problem (none: an update may go ahead)."""
+
+    problems: list[Problem]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"ok": not self.problems, "problems": [p.__dict__ for p in self.problems]}
+
+
+def run(ctx: Context, req: StatusRequest | CheckRequest) -> StatusReport | CheckReport:
+    """One read of the cluster and of the nodes' stores (read-only views), then the status
+    document or the list of problems."""
+    cluster = ctx.cluster.read_cluster()
+    services = req.services if isinstance(req, StatusRequest) else ()
+    found = floating_bundles(cluster, ctx.scheme, services)
+    with ctx.open_views() as views:
+        gathered = gather(cluster, views, found)
+    if isinstance(req, StatusRequest):
+        return StatusReport(rows(gathered))
+    return CheckReport(problems(gathered))

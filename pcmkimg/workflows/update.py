@@ -22,7 +22,15 @@ from pcmkimg.core import commands as cmd
 from pcmkimg.core import restart as restart_rules
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.report import NodeResult, Result, UpdateReport
-from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, PcmkimgError, Unreachable
+from pcmkimg.errors import (
+    BadInput,
+    LeftBehind,
+    NodeFailed,
+    PcmkimgError,
+    Unreachable,
+    UsageError,
+)
+from pcmkimg.workflows.context import ClusterPort, Context, HoldsPort, StoresPort
 
 
 class PullsFailed(Unreachable):
@@ -55,14 +63,15 @@ def _quiet(_: str) -> None:
 
 @dataclass
 class Updater:
-    runner: pacemaker.Runner
-    stores: images.Stores
+    """Runs an update's (or a rollback's) node steps through the context's two ports."""
+
+    cluster: ClusterPort
+    stores: StoresPort
     journal: Journal
     say: plan.Say = _quiet
     timeout: float = 300
-    lease_period: float | None = None
-    """The lease's period (None: the configured one); renewed in the background every third
-    of it, never by a step."""
+    lease_period: float = lease.DEFAULT_PERIOD
+    """The lease's period; renewed in the background every third of it, never by a step."""
     progress: images.ProgressCallback | None = None
     """Shows the pulls (pcmkimg.progress.PullDisplay); None: cached/retry/done lines via say."""
     baseline: plan.Health | None = None
@@ -186,7 +195,7 @@ class Updater:
         try:
             # The holds of a restart that fails stay until the rollback is done: the replica
             # can only come back here, on the previous image.
-            with pacemaker.holding(self.runner, bundle.id, self.timeout) as holds:
+            with self.cluster.holding(bundle.id, self.timeout) as holds:
                 return self._update_or_roll_back(bundle, res, ref, target_id, restart, retag, holds)
         except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
             # A ban left behind, or the lease lost to another process: no rollback now, it
@@ -204,7 +213,7 @@ class Updater:
         target_id: str,
         restart: bool,
         retag: images.Retagged,
-        holds: pacemaker.Holds,
+        holds: HoldsPort,
     ) -> NodeResult:
         node = res.node
         try:
@@ -246,7 +255,7 @@ class Updater:
         if self.baseline is None:
             return
         problems = plan.before_node_problems(
-            self.baseline, plan.health(pacemaker.status(self.runner), bundle.id), node
+            self.baseline, plan.health(self.cluster.status(), bundle.id), node
         )
         if problems:
             raise plan.PreflightFailed(
@@ -284,15 +293,15 @@ class Updater:
         target_id: str,
         restart: bool,
         retag: images.Retagged,
-        holds: pacemaker.Holds,
+        holds: HoldsPort,
     ) -> NodeResult:
         node = res.node
-        status = pacemaker.status(self.runner)
+        status = self.cluster.status()
         started_here = restart and self.heal(
             bundle, node, status, holds, missing=retag.old_id is None
         )
         if started_here:
-            status = pacemaker.status(self.runner)
+            status = self.cluster.status()
         replica = status.replica_on(bundle.id, node)
         container = replica.container_id if replica and replica.active else None
         res.container_before, running_image = self.container_image(node, container)
@@ -355,17 +364,17 @@ class Updater:
         node: str,
         replica: cib.ReplicaStatus,
         res: NodeResult,
-        holds: pacemaker.Holds,
+        holds: HoldsPort,
     ) -> str:
         """Restart ``replica`` on ``node``; check it is active again, on ``node`` or on a node
         this update gave the new image, with as many promoted instances as before. The node
         where it runs now; the restart's wall time and the real downtime go into ``res``."""
         wall, started = time.time(), time.monotonic()
         try:
-            pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout, holds=holds)
+            self.cluster.restart_replica(bundle.id, node, self.timeout, holds=holds)
         finally:
             res.restart_seconds = round(time.monotonic() - started, 3)
-        now = plan.health(pacemaker.status(self.runner), bundle.id)
+        now = plan.health(self.cluster.status(), bundle.id)
         start = self.baseline or now
         problems = plan.after_restart_problems(
             start, now, replica.replica, node, self.updated | {node}
@@ -448,7 +457,7 @@ class Updater:
         bundle: plan.BundleRef,
         node: str,
         status: cib.ClusterStatus,
-        holds: pacemaker.Holds,
+        holds: HoldsPort,
         *,
         missing: bool,
     ) -> bool:
@@ -463,7 +472,7 @@ class Updater:
         replica is expected to start here: none ran here and the bundle has one that runs
         nowhere (with every replica running elsewhere, nothing starts here).
         """
-        config = cib.bundle(pacemaker.query_cib(self.runner), bundle.id)
+        config = cib.bundle(self.cluster.query_cib(), bundle.id)
         resources: list[str] = []
         failures: list[cib.Failure] = []
         if config.guard is not None:
@@ -484,8 +493,8 @@ class Updater:
         self.say(f"{node}: cleaning up the failures of {', '.join(resources)}")
         holds.place(restart_rules.hold_nodes(status, bundle.id, node))
         for resource in resources:
-            pacemaker.cleanup(self.runner, resource, node)
-        pacemaker.settle(self.runner, self.timeout)
+            self.cluster.cleanup(resource, node)
+        self.cluster.settle(self.timeout)
         holds.release()
         self.record(
             "guard-cleanup",
@@ -501,9 +510,9 @@ class Updater:
         try:
             found = self.stores.get(node).resolve(bundle.ref)
             if isinstance(found, images.Resolved):
-                guard = cib.bundle(pacemaker.query_cib(self.runner), bundle.id).guard
+                guard = cib.bundle(self.cluster.query_cib(), bundle.id).guard
                 name = naming.attribute_name(bundle.service, guard.attribute if guard else None)
-                pacemaker.set_node_attribute(self.runner, node, name, naming.describe(found))
+                self.cluster.set_node_attribute(node, name, naming.describe(found))
         except PcmkimgError as exc:  # informative only; the guard's monitor refreshes it
             self.say(f"{node}: could not update the node attribute: {exc.message}")
 
@@ -513,7 +522,7 @@ class Updater:
         node: str,
         res: NodeResult,
         undo: images.Retagged,
-        holds: pacemaker.Holds,
+        holds: HoldsPort,
     ) -> None:
         """Put the floating and the rollback name back exactly as they were before ``undo``
         and bring the replica back on the previous image: cleaned up and started if it is
@@ -535,11 +544,11 @@ class Updater:
         self.say(f"{node}: rolling back to {res.before[:12]}")
         try:
             store.restore(undo)
-            replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
+            replica = self.cluster.status().replica_on(bundle.id, node)
             if replica is None or not replica.active or replica.failed:
-                pacemaker.cleanup(self.runner, bundle.id, node)
-                pacemaker.settle(self.runner, self.timeout)
-                replica = pacemaker.status(self.runner).replica_on(bundle.id, node)
+                self.cluster.cleanup(bundle.id, node)
+                self.cluster.settle(self.timeout)
+                replica = self.cluster.status().replica_on(bundle.id, node)
             if replica is None or not replica.active:
                 raise pacemaker.RestartFailedError(
                     f"the replica did not start again on {node}",
@@ -547,7 +556,7 @@ class Updater:
                 )
             _, running = self.container_image(node, replica.container_id)
             if running != res.before:
-                pacemaker.restart_replica(self.runner, bundle.id, node, self.timeout, holds=holds)
+                self.cluster.restart_replica(bundle.id, node, self.timeout, holds=holds)
                 _, running = self.container_image(node, replica.container_id)
             if running != res.before:
                 raise pacemaker.RestartFailedError(
@@ -592,7 +601,7 @@ class Updater:
                     # Renewed from a background thread until released: through the pulls, the
                     # restarts and the rollbacks, with no CIB write of ours before any of them.
                     self.holding = lease_scope.enter_context(
-                        leasing.held(self.runner, self.lease_period, say=self.say)
+                        leasing.held(self.cluster, self.lease_period, say=self.say)
                     )
                     self.say(
                         f"lease taken ({self.holding.host}, pid {self.holding.pid}, "
@@ -600,16 +609,16 @@ class Updater:
                     )
                 elif step.kind == "preflight":
                     # Read under the lease; the leftover bans are found in that same read.
-                    cluster = pacemaker.read_cluster(self.runner)
-                    left = pacemaker.remove_own_bans(self.runner, bundle.id, cluster.config)
+                    cluster = self.cluster.read_cluster()
+                    left = self.cluster.remove_own_bans(bundle.id, cluster.config)
                     for cid in left:
                         self.say(f"removed {cid}, left behind by an earlier restart")
                     if left:
                         # The replica that ban held off comes back now: check the cluster as
                         # it settles, not half-way (the baseline would miss that replica).
-                        pacemaker.settle(self.runner, self.timeout)
+                        self.cluster.settle(self.timeout)
                         self.record("leftover-bans", service=bundle.service, removed=left)
-                        cluster = pacemaker.read_cluster(self.runner)
+                        cluster = self.cluster.read_cluster()
                     missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)
                     if problems:
@@ -633,3 +642,106 @@ class Updater:
                     raise AssertionError(f"unknown step {step.kind!r}")
         self.record("done", service=bundle.service, summary=report.summary())
         return report
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@dataclass(frozen=True)
+class UpdateRequest:
+    """``pcmkimg update SERVICE --image REF (--node N... | --all)``."""
+
+    service: str
+    image: str
+    nodes: tuple[str, ...] = ()
+    """The nodes to update; empty with ``every``."""
+    every: bool = False
+    digest: str | None = None
+    restart: bool = True
+    """False with ``--no-restart``: pull and retag only."""
+    timeout: float = 300
+    dry_run: bool = False
+
+
+@dataclass
+class UpdateOutcome:
+    """What ``update`` did: its plan, and the report of the nodes (None with ``--dry-run``)."""
+
+    plan: plan.Plan
+    report: UpdateReport | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        doc: dict[str, object] = {"plan": self.plan.lines(), "targets": list(self.plan.targets)}
+        if self.report is None:
+            return {**doc, "dry_run": True}
+        return {**doc, "report": self.report.as_dict(), "summary": self.report.summary()}
+
+
+def one_of(nodes: Sequence[str], every: bool) -> None:
+    """Either nodes or every node, never both, never neither."""
+    if bool(nodes) == every:
+        raise UsageError("give either --node (one or more) or --all", "e.g. --node controller-1")
+
+
+def plan_for(ctx: Context, req: UpdateRequest) -> plan.Plan:
+    """The plan of ``req`` (what ``--dry-run`` prints and :func:`run` executes); bad input is
+    refused before the cluster is read."""
+    one_of(req.nodes, req.every)
+    target = parse(req.image)
+    if naming.classify(target, ctx.scheme) is not None:
+        raise UsageError(
+            f"--image {req.image} is a floating or rollback name, not a real image",
+            "give the registry reference of the image to run, e.g. REGISTRY/NS/IMAGE:TAG",
+        )
+    if req.digest is not None:
+        parse(f"x@{req.digest}")
+        if target.digest is not None and target.digest != req.digest:
+            raise UsageError(
+                f"--image {req.image} is pinned to {target.digest}, --digest asks for {req.digest}",
+                "give one digest, or the same digest in both",
+            )
+    cluster = ctx.cluster.read_cluster()
+    bundle = plan.find_bundle(cluster, req.service, ctx.scheme)
+    facts = plan.node_facts(cluster, bundle.id)
+    nodes = None if req.every else list(req.nodes)
+    return plan.plan_update(bundle, target, facts, nodes, digest=req.digest, restart=req.restart)
+
+
+def run(ctx: Context, req: UpdateRequest) -> UpdateOutcome:
+    """Plan, then (unless ``dry_run``) run the plan's steps with the context's ports. On
+    failure or interruption the error carries the report of the nodes done so far."""
+    the_plan = plan_for(ctx, req)
+    outcome = UpdateOutcome(the_plan)
+    if req.dry_run:
+        return outcome
+    for line in the_plan.lines():
+        ctx.say(line)
+    report = UpdateReport(
+        the_plan.bundle.id, the_plan.bundle.service, str(the_plan.ref or the_plan.target)
+    )
+    outcome.report = report
+    jrnl = ctx.journal()
+    with ctx.open_stores() as stores:
+        updater = Updater(
+            ctx.cluster,
+            stores,
+            jrnl,
+            ctx.say,
+            req.timeout,
+            lease_period=ctx.lease_period,
+            progress=ctx.progress,
+        )
+        try:
+            updater.run(the_plan, report)
+        except BaseException as exc:
+            if isinstance(exc, PcmkimgError):
+                exc.report = report.as_dict()
+            else:  # an interruption (or a bug) carries the report too: --json shows it
+                exc.__dict__["report"] = report.as_dict()
+            try:
+                jrnl.record("aborted", service=the_plan.bundle.service, error=str(exc))
+            except OSError:
+                pass  # the error being reported matters more than its journal line
+            raise
+    ctx.say(report.summary())
+    return outcome

@@ -1,5 +1,6 @@
 """The store's rules on plain data: the retag and restore plans, the prune selection, the
-rollback name of a floating name (pcmkimg.core.images, pcmkimg.core.naming).
+rollback name of a floating name (pcmkimg.core.tagplan, pcmkimg.core.prune,
+pcmkimg.core.naming).
 
 A plan is checked twice: its operations as listed, and what they do when made one by one on a
 store of names (:func:`run`): where every name ends, and that no image that had a name is left
@@ -14,17 +15,11 @@ from datetime import datetime, timezone
 import pytest
 
 from pcmkimg.core import naming
-from pcmkimg.core.images import (
-    HOLD_TAG,
-    ImageAbsent,
-    ImageInfo,
-    Retagged,
-    TagOp,
-    prune_selection,
-    restore_plan,
-    retag_plan,
-)
+from pcmkimg.core.images import ImageInfo
+from pcmkimg.core.prune import prune_selection
 from pcmkimg.core.reference import parse
+from pcmkimg.core.storeerrors import ImageAbsent
+from pcmkimg.core.tagplan import HOLD_TAG, Retagged, TagOp, restore_plan, retag_plan
 
 NODE = "controller-0"
 FLOATING = parse("cluster.common.tag/mariadb:pcmklatest")

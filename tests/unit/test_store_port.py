@@ -8,16 +8,11 @@ from collections.abc import Mapping
 
 import pytest
 
-from pcmkimg.core.images import (
-    Container,
-    ImageAbsent,
-    ImageInfo,
-    InvalidName,
-    StoreError,
-    TagOp,
-)
+from pcmkimg.core.images import Container, ImageInfo
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.store import StorePort
+from pcmkimg.core.storeerrors import ImageAbsent, InvalidName, StoreError
+from pcmkimg.core.tagplan import TagOp
 
 F = "cluster.common.tag/mariadb:pcmklatest"
 R = "cluster.common.tag/mariadb:pcmkprevious"

@@ -1,0 +1,431 @@
+"""One fake of each port of :mod:`pcmkimg.workflows.context`, for the unit tests of the workflows.
+
+- :class:`FakeCluster`, the cluster port: a scripted cluster, in the manner of pcs's tier0
+  ``config.runner.cib.load(...)``: the configuration from a CIB fixture (changed in memory by
+  :meth:`FakeCluster.update_cib`, so the lease and every CIB edit work on it as on the real
+  one), nodes, quorum and failures from a crm_mon fixture, and the replicas of the bundle
+  ``galera-bundle`` from the containers running in the node stores. Every call is an event.
+- :class:`FakeStore`, one node's store: the primitives of the store port over a dict (names ->
+  image IDs), recording calls; its rules (resolve, retag, restore, prune) are the port's own.
+- :func:`context`: a :class:`~pcmkimg.workflows.context.Context` of these.
+
+Nothing in pcmkimg is patched: a workflow gets the fakes through its context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.config import Config
+from pcmkimg.core import cib, lease, plan
+from pcmkimg.core.reference import Reference, parse
+from pcmkimg.core.store import StorePort
+from pcmkimg.errors import PcmkimgError
+from pcmkimg.workflows.context import Context
+from tests import fixtures
+
+BUNDLE_ID = "galera-bundle"
+FLOATING = "cluster.common.tag/mariadb:pcmklatest"
+NODES = ("controller-0", "controller-1", "controller-2")
+
+_container_ids = itertools.count(1)
+
+
+def container_of(node: str, bundle_id: str = BUNDLE_ID) -> str:
+    return f"{bundle_id}-podman-{NODES.index(node)}"
+
+
+def key(name: Reference | str) -> str:
+    return str(parse(str(name)))
+
+
+# --------------------------------------------------------------------------- the stores port
+
+
+class FakeStore(StorePort):
+    """One node's image store: the primitives of the store port over a dict (names -> image
+    IDs), recording calls. resolve, retag and restore are the port's own rules (recorded, then
+    run as the real store runs them)."""
+
+    def __init__(
+        self,
+        node: str,
+        names: Mapping[str, str],
+        running: Mapping[str, str] | None = None,
+        registry: Mapping[str, str] | None = None,
+    ) -> None:
+        self.node = node
+        self.scheme = Config().scheme
+        self.names = {key(n): i for n, i in names.items()}
+        self.known = set(self.names.values())
+        """Every image the store has had, named or not (podman keeps a dangling image)."""
+        self.running: dict[str, images.Container] = {}
+        self.events: dict[str, list[tuple[float, str]]] = {}
+        for name, image_id in (running or {}).items():
+            self.start(name, image_id)
+        self.registry = {key(n): i for n, i in (registry or {}).items()}
+        self.calls: list[tuple[str, str]] = []
+        self.failures: dict[str, list[BaseException | None]] = {}
+
+    def fail(self, method: str, *outcomes: BaseException | None) -> None:
+        """The next calls of ``method`` raise these errors in turn (None: work as usual)."""
+        self.failures[method] = list(outcomes)
+
+    def _call(self, method: str, arg: object = "") -> None:
+        self.known |= set(self.names.values())  # the tests also give names by hand
+        self.calls.append((method, str(arg)))
+        queue = self.failures.get(method)
+        if queue:
+            outcome = queue.pop(0)
+            if outcome is not None:
+                raise outcome
+
+    def called(self, method: str) -> list[str]:
+        return [arg for m, arg in self.calls if m == method]
+
+    def _info(self, image_id: str) -> images.ImageInfo:
+        others = tuple(sorted(n for n, i in self.names.items() if i == image_id))
+        return images.ImageInfo(image_id, None, (), others)
+
+    # -- the port's rules, recorded ------------------------------------------------------------
+
+    def resolve(self, floating: Reference | str) -> images.Resolution:
+        self._call("resolve", floating)
+        return super().resolve(floating)
+
+    def retag(
+        self,
+        floating: Reference | str,
+        image: Reference | str,
+        *,
+        rollback: Reference | str | None = None,
+    ) -> images.Retagged:
+        self._call("retag", f"{floating} -> {image}")
+        return super().retag(floating, image, rollback=rollback)
+
+    def restore(self, done: images.Retagged) -> None:
+        self._call("restore", f"{done.floating} -> {done.old_id}")
+        super().restore(done)
+
+    # -- the primitives ------------------------------------------------------------------------
+
+    def inspect(self, name: str) -> images.ImageInfo | None:
+        self._call("inspect", name)
+        if name in self.known:  # an image ID
+            return self._info(name)
+        image_id = self.names.get(key(name))
+        return None if image_id is None else self._info(image_id)
+
+    def tag(self, image_id: str, ref: Reference) -> None:
+        self._call("tag", f"{image_id[:12]} {ref}")
+        assert image_id in self.known, image_id
+        self.names[key(ref)] = image_id
+        self.known.add(image_id)
+
+    def untag(self, image_id: str, ref: Reference) -> None:
+        self._call("untag", f"{image_id[:12]} {ref}")
+        assert self.names.get(key(ref)) == image_id, f"{ref} is not on {image_id[:12]}"
+        del self.names[key(ref)]
+
+    def images(self) -> tuple[images.ImageInfo, ...]:
+        self._call("images")
+        return tuple(self._info(i) for i in sorted(self.known))
+
+    def remove(self, image: images.ImageInfo) -> bool:
+        self._call("remove", image.id)
+        self.names = {n: i for n, i in self.names.items() if i != image.id}
+        self.known.discard(image.id)
+        return True
+
+    def container_events(
+        self, name: str, since: float, until: float
+    ) -> tuple[tuple[float, str], ...]:
+        self._call("container_events", name)
+        return tuple((t, a) for t, a in self.events.get(name, ()) if since <= t <= until + 1)
+
+    def containers(self, *, running_only: bool = False) -> tuple[images.Container, ...]:
+        self._call("containers")
+        assert running_only
+        return tuple(self.running.values())
+
+    def pull(self, ref: Reference | str, *, expected_digest=None, progress=None) -> images.Pulled:  # type: ignore[no-untyped-def]
+        self._call("pull", ref)
+        self.names[key(ref)] = image_id = self.registry[key(ref)]
+        self.known.add(image_id)
+        resolved = images.Resolved(self.node, key(ref), self._info(image_id))
+        return images.Pulled(resolved, cached=False, attempts=1)
+
+    def close(self) -> None:
+        self._call("close")
+
+    # -- what the node's container runtime does for Pacemaker -----------------------------------
+
+    def start(self, container: str, image_id: str | None = None) -> None:
+        """Start ``container`` on ``image_id``, by default on what the floating name names."""
+        image_id = image_id or self.names[key(FLOATING)]
+        self.known.add(image_id)
+        self.events.setdefault(container, []).append((time.time(), "start"))
+        self.running[container] = images.Container(
+            name=f"/{container}",
+            id=f"{next(_container_ids):064x}",
+            image=FLOATING,
+            image_id=image_id,
+            state="running",
+        )
+
+    def stop(self, container: str) -> None:
+        if self.running.pop(container, None) is not None:
+            self.events.setdefault(container, []).append((time.time(), "died"))
+
+    def image_of(self, container: str) -> str | None:
+        found = self.running.get(container)
+        return found.image_id if found else None
+
+
+class FakeStores:
+    """The stores port over :class:`FakeStore` objects: one per node, the same work on several
+    nodes (in turn; an exception is that node's answer, as the real stores' is)."""
+
+    def __init__(self, stores: Mapping[str, FakeStore]) -> None:
+        self.stores = stores
+
+    def get(self, node: str) -> FakeStore:
+        return self.stores[node]
+
+    def each(self, nodes: Sequence[str], work: Callable[[Any], object]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for node in nodes:
+            try:
+                out[node] = work(self.stores[node])
+            except Exception as exc:
+                out[node] = exc
+        return out
+
+
+# --------------------------------------------------------------------------- the cluster port
+
+
+class FakeHolds:
+    """A restart's holds (pcmkimg.adapters.pacemaker.Holds): placing and releasing them are
+    events of the cluster."""
+
+    def __init__(self, events: list[tuple[str, ...]]) -> None:
+        self.events = events
+        self.placed = False
+
+    def place(self, nodes: Sequence[str]) -> None:
+        self.placed = True
+        self.events.append(("hold", *nodes))
+
+    def unban(self, node: str) -> None:
+        pass
+
+    def release(self, *, interrupted: bool = False) -> None:
+        if self.placed:
+            self.placed = False
+            self.events.append(("release",))
+
+
+class FakeCluster:
+    """The cluster port on a scripted cluster (see the module's text).
+
+    The events: ("restart", node), ("cleanup", resource, node), ("wait",), ("attribute",
+    node, name, value), ("hold", nodes...), ("release",) (a restart's holds, or the lease),
+    ("acquire", period) and ("renew",) (the lease, as written into the CIB), ("cib",
+    description) (any other CIB change).
+    """
+
+    offline = False
+
+    def __init__(
+        self,
+        stores: Mapping[str, FakeStore],
+        *,
+        config: str | cib.Element = "base.xml",
+        mon: str = "mon-ok.xml",
+        timeout: float | None = None,
+    ) -> None:
+        self.stores = stores
+        self.config = fixtures.cib(config) if isinstance(config, str) else config
+        self.mon = fixtures.mon(mon)
+        self.base = cib.cluster_status(self.mon)
+        self.timeout = timeout
+        """When given, every timeout the workflow passes must be this one."""
+        self.events: list[tuple[str, ...]] = []
+        self.failed: set[str] = set()
+        self.extra_failures: list[cib.Failure] = []
+        self.restart_errors: dict[str, tuple[PcmkimgError, bool]] = {}
+        """node -> (the error its next restart raises, whether the replica stopped first)."""
+        self.starts_on_cleanup = True
+        self.own_bans: list[str] = []
+        """What :meth:`remove_own_bans` finds (and removes) the next time it is asked."""
+
+    def kinds(self, *wanted: str) -> list[tuple[str, ...]]:
+        return [e for e in self.events if e[0] in wanted]
+
+    def _timeout(self, timeout: float) -> None:
+        assert self.timeout is None or timeout == self.timeout, timeout
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def query_cib(self) -> cib.Element:
+        return self.config
+
+    def read_cluster(self) -> plan.Cluster:
+        return plan.Cluster(self.config, self.mon, self.status())
+
+    def local_node(self) -> str:
+        return NODES[0]
+
+    def status(self) -> cib.ClusterStatus:
+        ours = []
+        for i, node in enumerate(NODES):
+            store = self.stores.get(node)
+            up = store is not None and container_of(node) in store.running
+            ours.append(
+                cib.ReplicaStatus(
+                    bundle_id=BUNDLE_ID,
+                    replica=i,
+                    container_id=container_of(node),
+                    node=node if up else None,
+                    role="Promoted" if up else "Stopped",
+                    container_role="Started" if up else "Stopped",
+                    active=up,
+                    failed=node in self.failed,
+                    managed=True,
+                    blocked=False,
+                )
+            )
+        others = tuple(r for r in self.base.replicas if r.bundle_id != BUNDLE_ID)
+        return dataclasses.replace(
+            self.base,
+            replicas=(*ours, *others),
+            failures=(*self.base.failures, *self.extra_failures),
+        )
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def update_cib(self, edit: Callable[[cib.Element], cib.CibChange]) -> cib.CibChange:
+        """``edit`` on the configuration; its result becomes the configuration."""
+        before = _lease_text(self.config)
+        change = edit(self.config)
+        if change.empty:
+            return change
+        self.config = change.new_cib
+        after = _lease_text(self.config)
+        if before is None and after is not None:
+            held = lease.read(self.config)
+            self.events.append(("acquire", f"{held.period:g}" if held else "?"))
+        elif before is not None and after is None:
+            self.events.append(("release",))
+        elif before != after:
+            self.events.append(("renew",))
+        else:
+            self.events.append(("cib", change.description))
+        return change
+
+    def cleanup(self, resource: str, node: str | None = None) -> None:
+        assert node is not None
+        self.events.append(("cleanup", resource, node))
+        self.failed.discard(node)
+        self.extra_failures = [
+            f for f in self.extra_failures if not (f.resource == resource and f.node == node)
+        ]
+        store = self.stores[node]
+        if self.starts_on_cleanup and container_of(node) not in store.running:
+            store.start(container_of(node))
+
+    def refresh(self, resource: str, node: str | None = None) -> None:
+        self.events.append(("refresh", resource, node or ""))
+
+    def wait(self, timeout: float) -> None:
+        self._timeout(timeout)
+        self.events.append(("wait",))
+
+    def settle(self, timeout: float) -> float:
+        self.wait(timeout)
+        return 0.0
+
+    def set_node_attribute(self, node: str, name: str, value: str) -> None:
+        self.events.append(("attribute", node, name, value))
+
+    def delete_node_attribute(self, node: str, name: str) -> None:
+        self.events.append(("attribute-deleted", node, name))
+
+    @contextlib.contextmanager
+    def holding(self, bundle_id: str, timeout: float) -> Iterator[FakeHolds]:
+        assert bundle_id == BUNDLE_ID
+        self._timeout(timeout)
+        holds = FakeHolds(self.events)
+        try:
+            yield holds
+        finally:
+            holds.release()
+
+    def restart_replica(
+        self, bundle_id: str, node: str, timeout: float, *, holds: FakeHolds | None = None
+    ) -> None:
+        assert bundle_id == BUNDLE_ID
+        self._timeout(timeout)
+        self.events.append(("restart", node))
+        store = self.stores[node]
+        error = self.restart_errors.pop(node, None)
+        if error is not None:
+            exc, stopped = error
+            if stopped:
+                store.stop(container_of(node))
+            raise exc
+        store.stop(container_of(node))
+        store.start(container_of(node))
+
+    def remove_own_bans(self, bundle_id: str, config: cib.Element | None = None) -> list[str]:
+        found, self.own_bans = self.own_bans, []
+        if found:
+            self.events.append(("removed-bans", *found))
+        return found
+
+
+def _lease_text(config: cib.Element) -> str | None:
+    return cib.cluster_properties(config).get(lease.PROPERTY)
+
+
+# --------------------------------------------------------------------------- the context
+
+
+def context(
+    cluster: FakeCluster,
+    stores: Mapping[str, FakeStore] | None = None,
+    *,
+    journal_dir: Path,
+    say: Callable[[str], None] | None = None,
+    lease_period: float = lease.DEFAULT_PERIOD,
+    views: Any = None,
+) -> Context:
+    """A context of the fakes: the cluster, the stores (by default the cluster's), the
+    journal under ``journal_dir``."""
+    port = FakeStores(cluster.stores if stores is None else stores)
+
+    @contextlib.contextmanager
+    def open_stores() -> Iterator[FakeStores]:
+        yield port
+
+    @contextlib.contextmanager
+    def open_views() -> Iterator[Any]:
+        yield port if views is None else views
+
+    return Context(
+        cluster=cluster,
+        open_stores=open_stores,
+        open_views=open_views,
+        journal_dir=journal_dir,
+        scheme=Config().scheme,
+        lease_period=lease_period,
+        say=say or (lambda _: None),
+    )
