@@ -127,7 +127,9 @@ class BanNotRemovedError(PacemakerError, LeftBehind):
 
 
 @dataclass(frozen=True)
-class Result:
+class ToolResult:
+    """What one run of a tool gave: its argv, exit code and output."""
+
     argv: tuple[str, ...]
     rc: int
     stdout: str
@@ -188,7 +190,7 @@ class Runner:
         timeout: float | None = None,
         stdin: str | None = None,
         check: bool = True,
-    ) -> Result:
+    ) -> ToolResult:
         """Run ``argv``; with ``check``, a non-zero exit raises the error of its kind."""
         full = (*self.prefix, *argv)
         limit = self.timeout if timeout is None else timeout
@@ -207,7 +209,7 @@ class Runner:
                 argv=argv,
                 rc=-1,
             ) from None
-        result = Result(tuple(argv), rc, out, err)
+        result = ToolResult(tuple(argv), rc, out, err)
         if check and rc != 0:
             raise tool_error(result)
         return result
@@ -261,7 +263,7 @@ def runner_for(
     return Runner(cib_file=os.path.abspath(path))
 
 
-def tool_error(result: Result) -> ToolError:
+def tool_error(result: ToolResult) -> ToolError:
     """The error of the kind a failed tool run reports (exit code first, then stderr)."""
     argv, rc = result.argv, result.rc
     stderr = " ".join(result.stderr.split()) or " ".join(result.stdout.split())[:500]

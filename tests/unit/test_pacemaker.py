@@ -130,7 +130,9 @@ def test_missing_tool_and_hung_tool() -> None:
 
 def test_check_false_returns_the_result() -> None:
     r = runner({("crm_node",): [(7, "out", "err")]})
-    assert r.run(["crm_node", "-q"], check=False) == pm.Result(("crm_node", "-q"), 7, "out", "err")
+    assert r.run(["crm_node", "-q"], check=False) == pm.ToolResult(
+        ("crm_node", "-q"), 7, "out", "err"
+    )
 
 
 # --------------------------------------------------------------------------- CIB writes
