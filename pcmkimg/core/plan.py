@@ -1,6 +1,6 @@
 """Update planning: a pure function from cluster facts to a list of steps.
 
-``pcmkimg update --dry-run`` prints the plan; ``execute.py`` runs it. Nothing
+``pcmkimg update --dry-run`` prints the plan; :mod:`pcmkimg.workflows.update` runs it. Nothing
 here does I/O. Whether a node's replica restarts is decided per node when
 the step runs, from the image IDs it finds there (a restart happens only when
 the running container does not use the target image), so a re-run after an

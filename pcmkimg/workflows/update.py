@@ -1,8 +1,10 @@
-"""The imperative shell of ``pcmkimg``: gathers facts, runs plans, rolls back.
+"""``pcmkimg update``: plans, then runs the plan node by node, and rolls a failed node back.
 
-Everything here goes through the two adapters: ``pacemaker`` (a Runner) for the cluster and
-``images`` (a Store per node) for the node image stores. The decisions are made by the pure
-core (``plan.py``, ``cib.py``); this module runs them, journals each step and cleans up.
+Everything here goes through the context's two ports (:mod:`pcmkimg.workflows.context`): the
+cluster port (``ctx.cluster``) and the stores port (a store per node). The decisions are made
+by the pure core (:mod:`pcmkimg.core.plan`, :mod:`pcmkimg.core.restart`,
+:mod:`pcmkimg.core.cib`); this module runs them, journals each step and cleans up.
+:class:`Updater` is the node step that ``rollback`` shares.
 """
 
 from __future__ import annotations
