@@ -2,11 +2,13 @@
 
 The OCF agent's monitor runs every 30 seconds on every cluster node, next to the bundle's own
 podman monitor, and must cost a fraction of it. This module resolves a name in the local store
-through the podman API socket (a plain HTTP/1.0 request) or, when the socket does not answer,
-the ``podman`` command, and imports nothing of pcmkimg but its error base: no podman-py, no
-configuration, no reference parser. It reads, with one exception: :func:`tag_local` gives a
-vanished floating name back to an image (the guard's heal), the same two ways.
-:mod:`pcmkimg.adapters.podman` re-exports the reading part; use it from there everywhere else.
+through the podman API socket (the one standard-library client,
+:func:`pcmkimg.adapters.apisocket.request`, whose failures :func:`api_request` turns into the
+store's typed errors) or, when the socket does not answer, the ``podman`` command. It imports
+no podman-py, no configuration, no reference parser. It reads, with one exception:
+:func:`tag_local` gives a vanished floating name back to an image (the guard's heal), the same
+two ways. :mod:`pcmkimg.adapters.podman` re-exports the reading part; use it from there
+everywhere else.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 from collections.abc import Sequence
 
 from pcmkimg import PODMAN_SOCKET
+from pcmkimg.adapters import apisocket
 from pcmkimg.core.images import (
     ImageError,
     ImageInfo,
@@ -43,9 +46,6 @@ if TYPE_CHECKING:
 LOCAL_URL = PODMAN_SOCKET
 """The podman API socket of the local node (as :data:`pcmkimg.adapters.config.LOCAL_URL`)."""
 
-_URL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/:@")
-"""What ``urllib.parse.quote(name, safe="/:@")`` leaves as it is."""
-
 
 def _unreachable_fix(url: str) -> str:
     if url.startswith("ssh://"):
@@ -56,11 +56,6 @@ def _unreachable_fix(url: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # The two ways to the store: the API socket, else the podman command.
-
-
-def _quote(name: str) -> str:
-    """``name`` as a URL path segment, percent-encoded as ``quote(name, safe="/:@")`` does it."""
-    return "".join(chr(b) if b in _URL_SAFE else f"%{b:02X}" for b in name.encode())
 
 
 def _local(url: str, over_socket: Callable[[str], T], with_cli: Callable[[], T]) -> T:
@@ -77,8 +72,8 @@ def _local(url: str, over_socket: Callable[[str], T], with_cli: Callable[[], T])
     return with_cli()
 
 
-MAX_ANSWER = 8 * 1024 * 1024
-"""The most bytes an answer of the API socket may have (an image's inspect data is a few KB)."""
+MAX_ANSWER = apisocket.MAX_ANSWER
+"""The most bytes an answer of the API socket may have (the client's own cap)."""
 
 
 class AnswerTooSlow(NodeUnreachable):
@@ -89,57 +84,24 @@ class AnswerTooLarge(StoreError):
     """The podman API socket's answer is larger than :data:`MAX_ANSWER`."""
 
 
-def _request(
+def api_request(
     path: str, method: str, target: str, *, node: str, ref: str, timeout: float
 ) -> tuple[int, str, bytes]:
-    """One HTTP/1.0 request to the libpod API on a local socket: (status, status line, body).
-
-    ``timeout`` is one deadline (on the monotonic clock) over the whole exchange: connecting,
-    sending and every read, so that a socket that trickles its answer can't keep the caller
-    past it (AnswerTooSlow, a NodeUnreachable: the caller falls back to the podman command). An
-    answer of more than :data:`MAX_ANSWER` bytes is AnswerTooLarge. NodeUnreachable when the
-    socket does not answer.
-    """
-    import socket
-    import time
-
-    extra = "Content-Length: 0\r\n" if method == "POST" else ""
-    request = (
-        f"{method} /v4.0.0/libpod{target} HTTP/1.0\r\n"
-        f"Host: podman\r\nAccept: application/json\r\n{extra}\r\n"
-    ).encode()
-    deadline = time.monotonic() + timeout
-
-    def left() -> float:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise socket.timeout("deadline")
-        return remaining
-
-    chunks = []
-    size = 0
+    """:func:`pcmkimg.adapters.apisocket.request` (one deadline over the whole exchange, the
+    size cap), its failures as the store's errors: AnswerTooSlow (a NodeUnreachable: the
+    caller may fall back to the podman command), AnswerTooLarge, NodeUnreachable when the
+    socket does not answer."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(left())
-            sock.connect(path)
-            sock.settimeout(left())
-            sock.sendall(request)
-            while True:
-                sock.settimeout(left())
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > MAX_ANSWER:
-                    raise AnswerTooLarge(
-                        f"the podman API socket {path} answered more than {MAX_ANSWER} bytes",
-                        "check the podman service on the node (podman system service); "
-                        "restart it if it misbehaves",
-                        node=node,
-                        ref=ref,
-                    )
-                chunks.append(chunk)
-    except socket.timeout as err:
+        return apisocket.request(path, method, target, timeout=timeout)
+    except apisocket.TooLarge as err:
+        raise AnswerTooLarge(
+            f"the podman API socket {path} answered more than {MAX_ANSWER} bytes",
+            "check the podman service on the node (podman system service); "
+            "restart it if it misbehaves",
+            node=node,
+            ref=ref,
+        ) from err
+    except apisocket.TooSlow as err:
         raise AnswerTooSlow(
             f"the podman API socket {path} did not answer within {timeout:g} s",
             "check the podman service on the node (podman system service): it is stuck or "
@@ -147,18 +109,13 @@ def _request(
             node=node,
             ref=ref,
         ) from err
-    except OSError as err:
+    except apisocket.NoAnswer as err:
         raise NodeUnreachable(
             f"the podman API socket {path} does not answer: {err}",
             _unreachable_fix(f"unix://{path}"),
             node=node,
             ref=ref,
         ) from err
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].decode(errors="replace")
-    parts = status_line.split()
-    code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-    return code, status_line, body
 
 
 def _podman(
@@ -251,8 +208,8 @@ def inspect_over_socket(
     import cost. None when no image has the name; NodeUnreachable when the socket does not
     answer; StoreError on any other answer.
     """
-    code, status_line, body = _request(
-        path, "GET", f"/images/{_quote(name)}/json", node=node, ref=name, timeout=timeout
+    code, status_line, body = api_request(
+        path, "GET", apisocket.image_target(name), node=node, ref=name, timeout=timeout
     )
     try:
         return inspect_answer(code, body)
@@ -319,7 +276,7 @@ def running_images(
     """
 
     def over_socket(path: str) -> tuple[str, ...]:
-        code, status_line, body = _request(
+        code, status_line, body = api_request(
             path, "GET", "/containers/json", node=node, ref=name, timeout=timeout
         )
         try:
@@ -387,11 +344,11 @@ def tag_local(
     repo, tag = _repo_and_tag(name, node)
 
     def over_socket(path: str) -> None:
-        query = f"repo={_quote(repo)}&tag={_quote(tag)}"
-        code, status_line, body = _request(
+        query = f"repo={apisocket.quote(repo)}&tag={apisocket.quote(tag)}"
+        code, status_line, body = api_request(
             path,
             "POST",
-            f"/images/{_quote(image_id)}/tag?{query}",
+            f"/images/{apisocket.quote(image_id)}/tag?{query}",
             node=node,
             ref=name,
             timeout=timeout,
@@ -418,6 +375,7 @@ def tag_local(
 __all__ = [
     "LOCAL_URL",
     "MAX_ANSWER",
+    "api_request",
     "AnswerTooLarge",
     "AnswerTooSlow",
     "ImageError",

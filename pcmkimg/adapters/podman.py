@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.localstore import (
@@ -543,37 +543,51 @@ class Stores:
         self.opened.clear()
 
     def each(self, nodes: Sequence[str], work: Callable[[Store], object]) -> dict:
-        """Run ``work`` on each node's store in parallel: node -> result or the error raised.
+        """``work`` on each node's store in parallel: node -> result or the error raised (see
+        :func:`each`)."""
+        return each(nodes, self.get, work)
 
-        The work runs in daemon threads, and the caller waits for them interruptibly: Ctrl-C
-        or a signal that raises (SIGTERM, see :mod:`pcmkimg.adapters.signals`) ends the wait
-        at once instead of waiting for every pull; the threads left behind die with the
-        process (a ``work`` that reports progress should stop doing so, see ``pull_all``).
-        """
-        if not nodes:
-            return {}
-        results: dict[str, object] = {}
-        lock = threading.Lock()
-        done = threading.Event()
-        slots = threading.BoundedSemaphore(min(8, len(nodes)))
 
-        def one(node: str) -> None:
-            with slots:
-                try:
-                    result: object = work(self.get(node))
-                except Exception as exc:  # one node's failure is that node's answer, not a crash
-                    result = exc
-                except BaseException as exc:  # never leave the caller waiting for this node
-                    result = exc
-            with lock:
-                results[node] = result
-                if len(results) == len(nodes):
-                    done.set()
+EACH_AT_ONCE = 16
+"""The most nodes :func:`each` works on at the same time."""
 
-        for node in nodes:
-            threading.Thread(target=one, args=(node,), name=f"pcmkimg-{node}", daemon=True).start()
-        done.wait()  # interruptible: a signal handler's exception ends it
-        return {node: results[node] for node in nodes}
+S = TypeVar("S")
+
+
+def each(nodes: Sequence[str], get: Callable[[str], S], work: Callable[[S], object]) -> dict:
+    """Run ``work`` on ``get(node)`` for each node in parallel, at most :data:`EACH_AT_ONCE`
+    at a time: node -> result or the error raised, in the order of ``nodes``. Opening a node's
+    store (``get``) is part of its work: its failure is that node's answer too.
+
+    The work runs in daemon threads, and the caller waits for them interruptibly: Ctrl-C or a
+    signal that raises (SIGTERM, see :mod:`pcmkimg.adapters.signals`) ends the wait at once
+    instead of waiting for every pull; the threads left behind die with the process (a
+    ``work`` that reports progress should stop doing so, see ``pull_all``). The one ``each``
+    of the stores (:class:`Stores`) and of status's views
+    (:class:`pcmkimg.adapters.storeview.StoreViews`).
+    """
+    if not nodes:
+        return {}
+    results: dict[str, object] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+    slots = threading.BoundedSemaphore(min(EACH_AT_ONCE, len(nodes)))
+
+    def one(node: str) -> None:
+        with slots:
+            try:
+                result: object = work(get(node))
+            except BaseException as exc:  # that node's answer: no crash, no caller left waiting
+                result = exc
+        with lock:
+            results[node] = result
+            if len(results) == len(nodes):
+                done.set()
+
+    for node in nodes:
+        threading.Thread(target=one, args=(node,), name=f"pcmkimg-{node}", daemon=True).start()
+    done.wait()  # interruptible: a signal handler's exception ends it
+    return {node: results[node] for node in nodes}
 
 
 @contextmanager
@@ -618,6 +632,7 @@ __all__ = [
     "classify_pull_error",
     "connect",
     "downtime",
+    "each",
     "image_info",
     "inspect_over_socket",
     "parse_created",

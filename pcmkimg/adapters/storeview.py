@@ -3,11 +3,13 @@
 What status needs of a store is two lists: the images with their names (``GET
 /libpod/images/json``) and the running containers (``GET /libpod/containers/json``), one call
 each per node, whatever the number of services. They go over the node's API socket with the
-standard library (:func:`pcmkimg.adapters.localstore._request`: one deadline over the whole
-exchange, a size cap), through our own ssh tunnel for an ``ssh://`` node, so that status never
-imports podman-py (about 130 ms of a ``pcmkimg status`` that should take a fraction of ``pcs
+standard library (the one client, :mod:`pcmkimg.adapters.apisocket`, through
+:func:`pcmkimg.adapters.localstore.api_request`: one deadline over the whole exchange, a size
+cap), through our own ssh tunnel for an ``ssh://`` node, so that status never imports
+podman-py (about 130 ms of a ``pcmkimg status`` that should take a fraction of ``pcs
 status``). A short floating name (no registry part) is resolved with one inspect, which applies
-podman's own lookup.
+podman's own lookup. The views run in parallel through the stores' one
+:func:`~pcmkimg.adapters.podman.each`.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pcmkimg.adapters.config import Config
-from pcmkimg.adapters.localstore import _request, inspect_over_socket
+from pcmkimg.adapters.localstore import api_request, inspect_over_socket
+from pcmkimg.adapters.podman import each
 from pcmkimg.core.images import (
     Container,
     ImageInfo,
@@ -54,7 +56,7 @@ class StoreView:
 
     def _get(self, target: str) -> Any:
         try:
-            code, status_line, body = _request(
+            code, status_line, body = api_request(
                 self.socket, "GET", target, node=self.node, ref=target, timeout=self.timeout
             )
         except NodeUnreachable as err:
@@ -133,18 +135,9 @@ class StoreViews:
         return view
 
     def each(self, nodes: Sequence[str], work: Callable[[StoreView], object]) -> dict:
-        """``work`` on each node's view in parallel: node -> result or the error raised."""
-
-        def one(node: str) -> object:
-            try:
-                return work(self.get(node))
-            except Exception as exc:  # one node's failure is that node's answer, not a crash
-                return exc
-
-        if not nodes:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-            return dict(zip(nodes, pool.map(one, nodes)))
+        """``work`` on each node's view in parallel: node -> result or the error raised (see
+        :func:`pcmkimg.adapters.podman.each`)."""
+        return each(nodes, self.get, work)
 
     def close(self) -> None:
         for view in self.opened.values():

@@ -5,7 +5,8 @@ the update's own code (:func:`~pcmkimg.core.restart.check_restartable`,
 (``crm_simulate``, no cluster), over the configurations production clusters have:
 
 - stickiness: ``rsc_defaults resource-stickiness`` 0 (Pacemaker's default), 1, INFINITY;
-- shapes, from ``cib/shapes-live.xml`` (saved from the sandbox cluster): 3-of-3
+- shapes, from ``cib/shapes-live.xml`` (saved from the sandbox cluster, with the guards wired
+  as the product wires them today: see :func:`_wired`): 3-of-3
   (``three-bundle``), 2-of-3 (``pair-bundle``: a spare node), promotable (``stateful-bundle``),
   a replica on a Pacemaker Remote node (``remote``: an ``ocf:pacemaker:remote`` primitive
   ``remote-1`` that ``pair-bundle`` prefers, the other bundles kept off it), and
@@ -36,14 +37,16 @@ end the target runs on its node again, with as many promoted instances as at the
 
 The controls run the sequence of the code before the fixes (bans only, all of them removed
 when the restart fails, before the rollback) with the same checks: at stickiness 0 it moves
-other replicas (Pacemaker 2.1.5: 5 of 8 node/bundle cases; 3.0.0 no longer shuffles them),
+other replicas on Pacemaker 2.1.5 (1 of 8 node/bundle cases: pair-bundle's replicas swap
+nodes; 3.0.0 keeps clone instances in place there),
 and a failed start on the 2-of-3 bundle ends with the replica on the spare node (both). A
-bare ban on a ``replicas-per-host=2`` bundle moves the replica into a free slot. The whole
-matrix run with that old sequence fails 26 of its 54 restart cases on 2.1.5, 8 on 3.0.0.
+bare ban on a ``replicas-per-host=2`` bundle moves the replica into a free slot.
 
-On Pacemaker 3.0.0 the promotable shape is checked without ``interleave``: with it, the
-scheduler stops the inner resource of every replica under the guard's colocation
-(:func:`test_the_guard_wiring_keeps_the_promotable_service_running`).
+The guards' colocations in ``shapes-live.xml`` have the score INFINITY (the code that saved it
+from a Pacemaker 2.1 sandbox wired them so); every variant has the product's score,
+``GUARD_COLOCATION_SCORE``, with ``interleave=true`` on the bundles: under an INFINITY
+colocation Pacemaker 3.0.0 stops the promotable bundle's inner resource on every replica
+(:func:`test_control_an_infinity_guard_colocation_stops_the_promotable_service_on_3`).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from lxml import etree
 from pcmkimg.adapters import pacemaker
 from pcmkimg.core import cib as C
 from pcmkimg.core import restart
+from pcmkimg.core.cib.read import GUARD_COLOCATION_SCORE
 from tests.offline._tools import NODES, converge, run, simulate, status
 from tests.offline.test_restart_simulate import SHAPES, end, place, remove
 from tests.sandbox.require import need_tools
@@ -101,6 +105,17 @@ def _nvpair(parent: etree._Element, name: str, value: str) -> None:
     found.set("value", value)
 
 
+def _wired(tree: etree._Element, score: str = GUARD_COLOCATION_SCORE) -> etree._Element:
+    """``tree`` with every guard's colocation (``*-guard-colocation``) at ``score``: the
+    product's by default (shapes-live.xml was saved with INFINITY)."""
+    colocations = tree.findall(".//constraints/rsc_colocation")
+    guards = [c for c in colocations if c.get("id", "").endswith("-guard-colocation")]
+    assert guards, "no guard colocation"
+    for colocation in guards:
+        colocation.set("score", score)
+    return tree
+
+
 def _with_remote(config: etree._Element) -> None:
     """remote-1, a Pacemaker Remote node that pair-bundle prefers (score 100) and the other
     bundles may not use."""
@@ -135,7 +150,7 @@ def _base(shape: str, stickiness: str, root: Path) -> bytes:
     once per run)."""
     work = root / f"{shape}-{stickiness}"
     work.mkdir(parents=True, exist_ok=True)
-    tree = etree.fromstring(SHAPES.read_bytes())
+    tree = _wired(etree.fromstring(SHAPES.read_bytes()))
     if shape == "remote":
         # Placed at stickiness 0 (a replica goes to remote-1), then kept at ``stickiness``.
         tree = etree.fromstring(_base("2-of-3", "0", root))
@@ -146,13 +161,8 @@ def _base(shape: str, stickiness: str, root: Path) -> bytes:
     defaults = tree.find("configuration/rsc_defaults/meta_attributes")
     _nvpair(defaults, "resource-stickiness", stickiness)
     converged = _converged(work / "base.xml", tree)
-    if shape == "promotable" and not _promotable_runs(converged):
-        # Pacemaker 3.0.0 stops the bundle's inner resource on every replica under the
-        # guard's wiring (see test_the_guard_wiring_keeps_the_promotable_service_running):
-        # without interleave it keeps running, and the restart can be checked there.
-        bundle = tree.find("configuration/resources/bundle[@id='stateful-bundle']")
-        _nvpair(bundle.find("meta_attributes"), "interleave", "false")
-        converged = _converged(work / "no-interleave.xml", tree)
+    if shape == "promotable":
+        assert _promotable_runs(converged), "stateful-bundle does not run, one promoted"
     return converged.read_bytes()
 
 
@@ -167,6 +177,12 @@ def _pacemaker() -> tuple[int, ...]:
     """The version of Pacemaker's tools here, e.g. (2, 1, 5)."""
     words = run("crm_simulate", "--version").stdout.split()
     return tuple(int(n) for n in words[1].split("-")[0].split("."))
+
+
+def _interleaved(tree: etree._Element, rsc: str) -> bool:
+    meta = tree.find(f"configuration/resources/*[@id='{rsc}']/meta_attributes")
+    found = meta.find("nvpair[@name='interleave']") if meta is not None else None
+    return found is not None and C.is_true(found.get("value"))
 
 
 def _promotable_runs(cib: Path) -> bool:
@@ -455,20 +471,33 @@ def test_replicas_per_host_2_is_refused_with_nothing_written(
     assert sim.transitions == 0
 
 
+def _scheduled_shapes(tmp_path: Path, score: str) -> Path:
+    """shapes-live.xml with the guards' colocations at ``score``, scheduled again."""
+    tree = _wired(etree.fromstring(SHAPES.read_bytes()), score)
+    for rsc in ("stateful-bundle", "stateful-bundle-guard-clone"):
+        assert _interleaved(tree, rsc), f"{rsc} is not interleave=true"
+    cib = tmp_path / f"cib-{score}.xml"
+    cib.write_bytes(etree.tostring(tree))
+    return converge(cib, tmp_path / f"scheduled-{score}.xml")
+
+
 def test_the_guard_wiring_keeps_the_promotable_service_running(tmp_path: Path) -> None:
-    """shapes-live.xml as saved, scheduled again: stateful-bundle keeps its inner resource
-    running, one instance promoted. Pacemaker 3.0.0's scheduler stops it on every replica
-    ("due to node availability") while the bundle (interleave=true) is colocated with its
-    interleaved guard clone; without interleave, or without that colocation, it does not.
-    There this is an expected failure (the matrix then checks the promotable shape without
-    interleave): a problem of the guard's wiring on Pacemaker 3.0, not of the restart."""
-    cib = tmp_path / "cib.xml"
-    cib.write_bytes(SHAPES.read_bytes())
-    runs = _promotable_runs(converge(cib, tmp_path / "scheduled.xml"))
-    if not runs and _pacemaker() >= (3,):
-        version = ".".join(map(str, _pacemaker()))
-        pytest.xfail(f"Pacemaker {version} stops stateful-bundle-rsc under the guard wiring")
-    assert runs
+    """The product's wiring (colocation score ``GUARD_COLOCATION_SCORE``, ``interleave=true``
+    on the bundle and on the guard clone), scheduled: stateful-bundle keeps its inner
+    resource running on every replica, one instance promoted, on Pacemaker 2.x and 3.x."""
+    assert GUARD_COLOCATION_SCORE not in ("INFINITY", "+INFINITY")
+    assert _promotable_runs(_scheduled_shapes(tmp_path, GUARD_COLOCATION_SCORE))
+
+
+def test_control_an_infinity_guard_colocation_stops_the_promotable_service_on_3(
+    tmp_path: Path,
+) -> None:
+    """Why the guard's colocation is not INFINITY: with it (shapes-live.xml as saved),
+    Pacemaker 3.x's scheduler stops stateful-bundle's inner resource on every replica ("cannot
+    run because it cannot interleave with any instance of stateful-bundle-guard-clone");
+    Pacemaker 2.x keeps it running."""
+    runs = _promotable_runs(_scheduled_shapes(tmp_path, "INFINITY"))
+    assert runs == (_pacemaker() < (3,)), f"Pacemaker {_pacemaker()}: running={runs}"
 
 
 # --------------------------------------------------------------------------- the controls
@@ -494,9 +523,10 @@ def test_control_the_old_sequence_moves_other_replicas_at_stickiness_0(
     tmp_path: Path, variants: Variants
 ) -> None:
     """Bans only, at Pacemaker's default stickiness: the node/bundle cases where another
-    replica moved: 5 of 8 on Pacemaker 2.1.5; none on 3.0.0, whose scheduler no longer
-    shuffles clone instances (there the other control still shows the old sequence's
-    defect, and the matrix would still catch a move)."""
+    replica moved. Pacemaker 2.1.5: 1 of 8 with the product's guard colocation (banned from
+    controller-0, pair-bundle's replica 0 starts on controller-1 and replica 1 moves to
+    controller-0); 5 of 8 with the INFINITY one shapes-live.xml was saved with. 3.0.0: 0 of
+    8."""
     moved = {}
     for shape in ("3-of-3", "2-of-3", "promotable"):
         for node in TARGETS[shape]:
@@ -507,10 +537,13 @@ def test_control_the_old_sequence_moves_other_replicas_at_stickiness_0(
             if sim.problems:
                 moved[f"{shape} on {node}"] = sim.problems
     print(f"{len(moved)} of 8 node/bundle cases moved another replica:", *moved, sep="\n  ")
-    if not moved and _pacemaker() >= (3,):
-        version = ".".join(map(str, _pacemaker()))
-        pytest.skip(f"Pacemaker {version}: the bans alone moved no other replica (0 of 8)")
-    assert len(moved) >= 3, moved
+    if _pacemaker() >= (3,):
+        # Pacemaker 3.0's scheduler keeps clone instances in place at stickiness 0: the bans
+        # alone move no other replica. There the failed-start control (below) shows the old
+        # sequence's defect, and the matrix would still catch a move.
+        assert not moved, moved
+    else:
+        assert moved, "the bans alone moved no other replica"
 
 
 @pytest.mark.parametrize("stickiness", STICKINESS[1:], ids=lambda s: f"stickiness-{s}")

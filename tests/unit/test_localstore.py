@@ -131,3 +131,35 @@ def test_a_whole_answer_in_small_pieces_within_the_deadline_is_read(serve) -> No
     path = serve(trickle(ANSWER, 0.0005))
     found = localstore.inspect_over_socket(path, "reg.example.com/ns/svc:1", timeout=5)
     assert found is not None and found.id == "a" * 64
+
+
+def test_status_views_read_through_the_same_client(serve) -> None:
+    """storeview's reads have the same deadline and size cap, and the same errors."""
+    from pcmkimg.adapters import storeview
+
+    slow = storeview.StoreView("n1", "unix://slow", serve(trickle(ANSWER, 0.05)), timeout=0.5)
+    start = time.monotonic()
+    with pytest.raises(localstore.AnswerTooSlow) as late:
+        slow.named_images()
+    assert time.monotonic() - start < 1.5
+    assert late.value.node == "n1"
+
+    def flood(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(b"HTTP/1.0 200 OK\r\n\r\n[")
+        while not stop.is_set():
+            conn.sendall(b'{"Id": "x"},' * 8192)
+
+    large = storeview.StoreView("n1", "unix://large", serve(flood), timeout=5)
+    with pytest.raises(localstore.AnswerTooLarge):
+        large.containers()
+
+
+def test_the_client_refuses_past_its_cap_and_its_deadline_with_its_own_kinds(serve) -> None:
+    from pcmkimg.adapters import apisocket
+
+    with pytest.raises(apisocket.TooSlow):
+        apisocket.request(serve(trickle(ANSWER, 0.05)), "GET", "/_ping", timeout=0.3)
+    with pytest.raises(apisocket.TooLarge):
+        apisocket.request(serve(trickle(ANSWER, 0.0)), "GET", "/_ping", limit=len(ANSWER) - 1)
+    code, status_line, body = apisocket.request(serve(trickle(ANSWER, 0.0)), "GET", "/_ping")
+    assert (code, status_line, json.loads(body)) == (200, "HTTP/1.0 200 OK", IMAGE)
