@@ -66,6 +66,9 @@ class FakeStore(StorePort):
         self.names = {key(n): i for n, i in names.items()}
         self.known = set(self.names.values())
         """Every image the store has had, named or not (podman keeps a dangling image)."""
+        self.starts_on = FLOATING
+        """The name a container starts on (the bundle's image in the CIB): the floating name,
+        unless a test scripts a bundle whose image is another name."""
         self.running: dict[str, images.Container] = {}
         self.events: dict[str, list[tuple[float, str]]] = {}
         for name, image_id in (running or {}).items():
@@ -168,8 +171,9 @@ class FakeStore(StorePort):
     # -- what the node's container runtime does for Pacemaker -----------------------------------
 
     def start(self, container: str, image_id: str | None = None) -> None:
-        """Start ``container`` on ``image_id``, by default on what the floating name names."""
-        image_id = image_id or self.names[key(FLOATING)]
+        """Start ``container`` on ``image_id``, by default on what :attr:`starts_on` names
+        (the floating name)."""
+        image_id = image_id or self.names[key(self.starts_on)]
         self.known.add(image_id)
         self.events.setdefault(container, []).append((time.time(), "start"))
         self.running[container] = images.Container(
@@ -386,6 +390,7 @@ class FakeCluster:
         store.start(container_of(node))
 
     def remove_own_bans(self, bundle_id: str, config: cib.Element | None = None) -> list[str]:
+        assert bundle_id == BUNDLE_ID
         found, self.own_bans = self.own_bans, []
         if found:
             self.events.append(("removed-bans", *found))

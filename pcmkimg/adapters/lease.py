@@ -2,9 +2,10 @@
 for what it is and when it lapses).
 
 Each change is the cluster port's compare-and-swap (``cluster.update_cib(edit)``, see
-:class:`pcmkimg.adapters.pacemaker.Pacemaker`) applied to the pure claim of the core. :func:`held` is what the commands use: it takes the lease inside its cleanup
-scope, renews it from a background thread (:class:`Keeper`) for as long as the block runs, and
-releases it on every exit path.
+:class:`pcmkimg.adapters.pacemaker.Pacemaker`) applied to the pure claim of the core.
+:func:`held` is what the commands use: it takes the lease inside its cleanup scope, renews it
+from a background thread (:class:`Keeper`) for as long as the block runs, and releases it on
+every exit path.
 """
 
 from __future__ import annotations

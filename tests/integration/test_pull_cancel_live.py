@@ -73,7 +73,7 @@ try:
     with signals.sigterm_raises():
         with images.open_stores(conf, None) as stores:
             jrnl = journal.open_journal(Path(tempfile.mkdtemp()))
-            updater = Updater(pm.Runner(), stores, jrnl, lambda t: print(t, flush=True))
+            updater = Updater(pm.Pacemaker(), stores, jrnl, lambda t: print(t, flush=True))
             updater.pull_all(nodes, ref, None)
 except (KeyboardInterrupt, signals.Terminated) as exc:
     print(f"stopped: {type(exc).__name__}", flush=True)

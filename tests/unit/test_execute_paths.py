@@ -1,46 +1,50 @@
-"""The failure paths of the update workflow (``execute.Updater``) with fakes, no cluster.
+"""The failure paths of the update workflow (``execute.Updater``) with the fakes of its two
+ports (``tests/fakes.py``), no cluster.
 
-A :class:`FakeStore` per node stands for its podman store: the primitives of the store port
-(inspect, tag, untag, containers, events) over names -> image IDs, the running containers, and
-pulls from a fake registry; the retag and restore rules are the real ones of the port.
-A :class:`FakeCluster` replaces the Pacemaker operations that ``execute`` calls; its replicas
+A :class:`~tests.fakes.FakeStore` per node stands for its podman store: the primitives of the
+store port (inspect, tag, untag, containers, events) over names -> image IDs, the running
+containers, and pulls from a fake registry; the retag and restore rules are the real ones of the
+port. A :class:`~tests.fakes.FakeCluster` is the cluster port on a scripted cluster; its replicas
 are the containers running in the stores, so a restart or a cleanup starts the container on
-whatever the floating name names at that moment, as Pacemaker would. The CIB and the nodes come
-from the fixtures in ``tests/fixtures/cib``.
+whatever the floating name names at that moment, as Pacemaker would, and the real lease code
+writes its lease into its CIB. The CIB and the nodes come from the fixtures in
+``tests/fixtures/cib``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import itertools
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
-from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
-from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.journal import Journal, history
 from pcmkimg.core import cib, lease, plan
-from pcmkimg.core.reference import Reference, parse
-from pcmkimg.core.store import StorePort
+from pcmkimg.core.reference import parse
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows import update as execute
 from tests import fixtures
+from tests.fakes import (
+    BUNDLE_ID,
+    FLOATING,
+    NODES,
+    FakeCluster,
+    FakeHolds,
+    FakeStore,
+    FakeStores,
+    container_of,
+    key,
+)
 
-BUNDLE_ID = "galera-bundle"
-FLOATING = "cluster.common.tag/mariadb:pcmklatest"
 BACK = "cluster.common.tag/mariadb:pcmkprevious"
 OLD_REF = "registry.example.com/tripleo/mariadb:1.0"
 NEW_REF = "registry.example.com/tripleo/mariadb:2.0"
 OLD_ID = "a" * 64
 NEW_ID = "b" * 64
-NODES = ("controller-0", "controller-1", "controller-2")
 BUNDLE = plan.BundleRef(
     BUNDLE_ID, "mariadb", FLOATING, tuple(f"{BUNDLE_ID}-podman-{i}" for i in range(3))
 )
@@ -51,325 +55,9 @@ _cib = fixtures.cib
 _mon = fixtures.mon
 
 
-def container_of(node: str) -> str:
-    return f"{BUNDLE_ID}-podman-{NODES.index(node)}"
-
-
-def key(name: Reference | str) -> str:
-    return str(parse(str(name)))
-
-
-def _refuse(
-    argv: Sequence[str], env: Mapping[str, str], timeout: float, stdin: str | None
-) -> tuple[int, str, str]:
-    raise AssertionError(f"a real tool was run: {list(argv)}")
-
-
-# Every Pacemaker call must go through the fakes: the runner's backend refuses all tools.
-RUNNER = pacemaker.Runner(backend=_refuse)
-_container_ids = itertools.count(1)
-
-# --------------------------------------------------------------------------- fakes
-
-
-class FakeStore(StorePort):
-    """One node's image store: the primitives of the store port over a dict (names -> image
-    IDs), recording calls. resolve, retag and restore are the port's own rules (recorded, then
-    run as the real store runs them)."""
-
-    def __init__(
-        self,
-        node: str,
-        names: Mapping[str, str],
-        running: Mapping[str, str] | None = None,
-        registry: Mapping[str, str] | None = None,
-    ) -> None:
-        self.node = node
-        self.scheme = Config().scheme
-        self.names = {key(n): i for n, i in names.items()}
-        self.known = set(self.names.values())
-        """Every image the store has had, named or not (podman keeps a dangling image)."""
-        self.running: dict[str, images.Container] = {}
-        self.events: dict[str, list[tuple[float, str]]] = {}
-        for name, image_id in (running or {}).items():
-            self.start(name, image_id)
-        self.registry = {key(n): i for n, i in (registry or {}).items()}
-        self.calls: list[tuple[str, str]] = []
-        self.failures: dict[str, list[BaseException | None]] = {}
-
-    def fail(self, method: str, *outcomes: BaseException | None) -> None:
-        """The next calls of ``method`` raise these errors in turn (None: work as usual)."""
-        self.failures[method] = list(outcomes)
-
-    def _call(self, method: str, arg: object = "") -> None:
-        self.known |= set(self.names.values())  # the tests also give names by hand
-        self.calls.append((method, str(arg)))
-        queue = self.failures.get(method)
-        if queue:
-            outcome = queue.pop(0)
-            if outcome is not None:
-                raise outcome
-
-    def called(self, method: str) -> list[str]:
-        return [arg for m, arg in self.calls if m == method]
-
-    def _info(self, image_id: str) -> images.ImageInfo:
-        others = tuple(sorted(n for n, i in self.names.items() if i == image_id))
-        return images.ImageInfo(image_id, None, (), others)
-
-    # -- the port's rules, recorded ------------------------------------------------------------
-
-    def resolve(self, floating: Reference | str) -> images.Resolution:
-        self._call("resolve", floating)
-        return super().resolve(floating)
-
-    def retag(
-        self,
-        floating: Reference | str,
-        image: Reference | str,
-        *,
-        rollback: Reference | str | None = None,
-    ) -> images.Retagged:
-        self._call("retag", f"{floating} -> {image}")
-        return super().retag(floating, image, rollback=rollback)
-
-    def restore(self, done: images.Retagged) -> None:
-        self._call("restore", f"{done.floating} -> {done.old_id}")
-        super().restore(done)
-
-    # -- the primitives ------------------------------------------------------------------------
-
-    def inspect(self, name: str) -> images.ImageInfo | None:
-        self._call("inspect", name)
-        if name in self.known:  # an image ID
-            return self._info(name)
-        image_id = self.names.get(key(name))
-        return None if image_id is None else self._info(image_id)
-
-    def tag(self, image_id: str, ref: Reference) -> None:
-        self._call("tag", f"{image_id[:12]} {ref}")
-        assert image_id in self.known, image_id
-        self.names[key(ref)] = image_id
-        self.known.add(image_id)
-
-    def untag(self, image_id: str, ref: Reference) -> None:
-        self._call("untag", f"{image_id[:12]} {ref}")
-        assert self.names.get(key(ref)) == image_id, f"{ref} is not on {image_id[:12]}"
-        del self.names[key(ref)]
-
-    def images(self) -> tuple[images.ImageInfo, ...]:
-        self._call("images")
-        return tuple(self._info(i) for i in sorted(self.known))
-
-    def remove(self, image: images.ImageInfo) -> bool:
-        self._call("remove", image.id)
-        self.names = {n: i for n, i in self.names.items() if i != image.id}
-        self.known.discard(image.id)
-        return True
-
-    def container_events(
-        self, name: str, since: float, until: float
-    ) -> tuple[tuple[float, str], ...]:
-        self._call("container_events", name)
-        return tuple((t, a) for t, a in self.events.get(name, ()) if since <= t <= until + 1)
-
-    def containers(self, *, running_only: bool = False) -> tuple[images.Container, ...]:
-        self._call("containers")
-        assert running_only
-        return tuple(self.running.values())
-
-    def pull(self, ref: Reference | str, *, expected_digest=None, progress=None) -> images.Pulled:  # type: ignore[no-untyped-def]
-        self._call("pull", ref)
-        self.names[key(ref)] = image_id = self.registry[key(ref)]
-        self.known.add(image_id)
-        resolved = images.Resolved(self.node, key(ref), self._info(image_id))
-        return images.Pulled(resolved, cached=False, attempts=1)
-
-    def close(self) -> None:
-        self._call("close")
-
-    # -- what the node's container runtime does for Pacemaker -----------------------------------
-
-    def start(self, container: str, image_id: str | None = None) -> None:
-        """Start ``container`` on ``image_id``, by default on what the floating name names."""
-        image_id = image_id or self.names[key(FLOATING)]
-        self.known.add(image_id)
-        self.events.setdefault(container, []).append((time.time(), "start"))
-        self.running[container] = images.Container(
-            name=f"/{container}",
-            id=f"{next(_container_ids):064x}",
-            image=FLOATING,
-            image_id=image_id,
-            state="running",
-        )
-
-    def stop(self, container: str) -> None:
-        if self.running.pop(container, None) is not None:
-            self.events.setdefault(container, []).append((time.time(), "died"))
-
-    def image_of(self, container: str) -> str | None:
-        found = self.running.get(container)
-        return found.image_id if found else None
-
-
-class FakeHolds:
-    """A restart's holds (pacemaker.Holds): placing and releasing them are events."""
-
-    def __init__(self, events: list[tuple[str, ...]]) -> None:
-        self.events = events
-        self.placed = False
-
-    def place(self, nodes: Sequence[str]) -> None:
-        self.placed = True
-        self.events.append(("hold", *nodes))
-
-    def unban(self, node: str) -> None:
-        pass
-
-    def release(self, *, interrupted: bool = False) -> None:
-        if self.placed:
-            self.placed = False
-            self.events.append(("release",))
-
-
-class FakeCluster:
-    """The Pacemaker operations ``execute`` uses, on a scripted cluster.
-
-    Nodes, quorum and failures come from a crm_mon fixture; the replicas of the bundle are the
-    containers running in the node stores (active when running, ``failed`` when scripted).
-    """
-
-    def __init__(
-        self,
-        stores: Mapping[str, FakeStore],
-        *,
-        config: str = "base.xml",
-        mon: str = "mon-ok.xml",
-    ) -> None:
-        self.stores = stores
-        self.config = _cib(config)
-        self.mon = _mon(mon)
-        self.base = cib.cluster_status(self.mon)
-        self.events: list[tuple[str, ...]] = []
-        self.failed: set[str] = set()
-        self.extra_failures: list[cib.Failure] = []
-        self.restart_errors: dict[str, tuple[PcmkimgError, bool]] = {}
-        self.starts_on_cleanup = True
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
-        for name in (
-            "status",
-            "status_xml",
-            "query_cib",
-            "query_config",
-            "restart_replica",
-            "cleanup",
-            "wait",
-            "set_node_attribute",
-        ):
-            monkeypatch.setattr(pacemaker, name, getattr(self, name))
-        monkeypatch.setattr(pacemaker, "settle", self.wait)  # the restart's own waiting
-        monkeypatch.setattr(pacemaker, "holding", self.holding)
-        monkeypatch.setattr(pacemaker, "remove_own_bans", lambda runner, bundle, config: [])
-        return self
-
-    def kinds(self, *wanted: str) -> list[tuple[str, ...]]:
-        return [e for e in self.events if e[0] in wanted]
-
-    # -- reading -------------------------------------------------------------------------------
-
-    def query_cib(self, runner: pacemaker.Runner) -> cib.Element:
-        assert runner is RUNNER
-        return self.config
-
-    def status_xml(self, runner: pacemaker.Runner) -> cib.Element:
-        assert runner is RUNNER
-        return self.mon
-
-    def query_config(self, runner: pacemaker.Runner) -> tuple[cib.Element, cib.Element]:
-        return self.query_cib(runner), self.status_xml(runner)
-
-    def status(self, runner: pacemaker.Runner) -> cib.ClusterStatus:
-        assert runner is RUNNER
-        ours = []
-        for i, node in enumerate(NODES):
-            store = self.stores.get(node)
-            up = store is not None and container_of(node) in store.running
-            ours.append(
-                cib.ReplicaStatus(
-                    bundle_id=BUNDLE_ID,
-                    replica=i,
-                    container_id=container_of(node),
-                    node=node if up else None,
-                    role="Promoted" if up else "Stopped",
-                    container_role="Started" if up else "Stopped",
-                    active=up,
-                    failed=node in self.failed,
-                    managed=True,
-                    blocked=False,
-                )
-            )
-        others = tuple(r for r in self.base.replicas if r.bundle_id != BUNDLE_ID)
-        return dataclasses.replace(
-            self.base,
-            replicas=(*ours, *others),
-            failures=(*self.base.failures, *self.extra_failures),
-        )
-
-    # -- acting --------------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def holding(
-        self, runner: pacemaker.Runner, bundle_id: str, timeout: float
-    ) -> Iterator[FakeHolds]:
-        assert (runner, bundle_id, timeout) == (RUNNER, BUNDLE_ID, TIMEOUT)
-        holds = FakeHolds(self.events)
-        try:
-            yield holds
-        finally:
-            holds.release()
-
-    def restart_replica(
-        self,
-        runner: pacemaker.Runner,
-        bundle_id: str,
-        node: str,
-        timeout: float = 120,
-        *,
-        holds: FakeHolds,
-    ) -> None:
-        assert (runner, bundle_id, timeout) == (RUNNER, BUNDLE_ID, TIMEOUT)
-        self.events.append(("restart", node))
-        store = self.stores[node]
-        error = self.restart_errors.pop(node, None)
-        if error is not None:
-            exc, stopped = error
-            if stopped:
-                store.stop(container_of(node))
-            raise exc
-        store.stop(container_of(node))
-        store.start(container_of(node))
-
-    def cleanup(self, runner: pacemaker.Runner, resource: str, node: str | None = None) -> None:
-        assert runner is RUNNER and node is not None
-        self.events.append(("cleanup", resource, node))
-        self.failed.discard(node)
-        self.extra_failures = [
-            f for f in self.extra_failures if not (f.resource == resource and f.node == node)
-        ]
-        store = self.stores[node]
-        if self.starts_on_cleanup and container_of(node) not in store.running:
-            store.start(container_of(node))
-
-    def wait(self, runner: pacemaker.Runner, timeout: float) -> None:
-        assert (runner, timeout) == (RUNNER, TIMEOUT)
-        self.events.append(("wait",))
-
-    def set_node_attribute(
-        self, runner: pacemaker.Runner, node: str, name: str, value: str
-    ) -> None:
-        assert runner is RUNNER
-        self.events.append(("attribute", node, name, value))
+def cluster_of(stores: Mapping[str, FakeStore], **kwargs: str) -> FakeCluster:
+    """The scripted cluster over ``stores``; every timeout the workflow passes must be ours."""
+    return FakeCluster(stores, timeout=TIMEOUT, **kwargs)
 
 
 def store_on_old(node: str, *, running: bool = True, pulled_new: bool = True) -> FakeStore:
@@ -385,12 +73,17 @@ def store_on_old(node: str, *, running: bool = True, pulled_new: bool = True) ->
     )
 
 
-def make_updater(tmp_path: Path, stores: Mapping[str, FakeStore]) -> execute.Updater:
+def make_updater(
+    tmp_path: Path, cluster: FakeCluster, stores: Mapping[str, FakeStore] | None = None
+) -> execute.Updater:
+    """An updater on the cluster port ``cluster`` and the stores port over ``stores`` (by
+    default the cluster's)."""
     return execute.Updater(
-        runner=RUNNER,
-        stores=images.Stores(Config(), None, opened=dict(stores)),  # type: ignore[arg-type]
-        journal=Journal(tmp_path / "journal.jsonl", "run-1"),
+        cluster,
+        FakeStores(cluster.stores if stores is None else stores),
+        Journal(tmp_path / "journal.jsonl", "run-1"),
         timeout=TIMEOUT,
+        lease_period=lease.DEFAULT_PERIOD,
     )
 
 
@@ -435,12 +128,10 @@ def unreachable() -> PcmkimgError:
 # --------------------------------------------------------------------------- the happy path
 
 
-def test_update_node_restarts_onto_the_new_image(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_update_node_restarts_onto_the_new_image(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
-    res, error = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    cluster = cluster_of({"controller-0": store})
+    res, error = update(make_updater(tmp_path, cluster), "controller-0")
     assert error is None
     assert (res.result, res.before, res.after, res.retagged, res.restarted) == (
         "ok",
@@ -468,15 +159,14 @@ def test_update_node_restarts_onto_the_new_image(
 )
 def test_a_restart_error_after_the_retag_rolls_the_node_back(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     make_error: Callable[[], PcmkimgError],
     stopped: bool,
 ) -> None:
     error = make_error()
     store = store_on_old("controller-0")
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (error, stopped)
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, execute.UpdateFailed)
     assert raised.__cause__ is error
@@ -498,14 +188,12 @@ def test_a_restart_error_after_the_retag_rolls_the_node_back(
     assert values == [OLD_REF]
 
 
-def test_a_store_error_after_the_retag_rolls_the_node_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_store_error_after_the_retag_rolls_the_node_back(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     error = unreachable()
     store.fail("containers", error)  # the first look at the running container
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, execute.UpdateFailed) and raised.__cause__ is error
     assert raised.fix == error.fix
@@ -518,15 +206,15 @@ def test_a_store_error_after_the_retag_rolls_the_node_back(
 
 
 def test_a_replica_that_did_not_come_back_is_rolled_back_with_the_image_advice(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     store = store_on_old("controller-0")
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     failed = pacemaker.RestartFailedError(
         "restart of galera-bundle on controller-0: replica is not running", "fix the cause"
     )
     cluster.restart_errors["controller-0"] = (failed, True)
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, execute.UpdateFailed)
     assert raised.fix.startswith(f"{NEW_REF} does not run here")
@@ -536,14 +224,14 @@ def test_a_replica_that_did_not_come_back_is_rolled_back_with_the_image_advice(
 
 
 def test_a_failure_after_the_restart_restarts_the_replica_back_onto_the_old_image(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """The restart worked but reading the container afterwards failed: the replica runs the new
     image, so the rollback has to restart it once more."""
     store = store_on_old("controller-0")
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     store.fail("containers", None, unreachable())  # before the restart: fine; after: fails
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
     assert cluster.kinds("restart") == [("restart", "controller-0")] * 2
@@ -553,18 +241,16 @@ def test_a_failure_after_the_restart_restarts_the_replica_back_onto_the_old_imag
 # --------------------------------------------------------------------------- 2. not moved
 
 
-def test_a_failure_when_the_name_did_not_move_is_raised_as_it_is(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failure_when_the_name_did_not_move_is_raised_as_it_is(tmp_path: Path) -> None:
     """A re-run after an interruption: the floating name is already on the target, the replica
     still runs the old image. Nothing was retagged here, so nothing is rolled back."""
     store = store_on_old("controller-0")
     store.names[key(FLOATING)] = NEW_ID
     store.names[key(BACK)] = OLD_ID
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     error = timed_out()
     cluster.restart_errors["controller-0"] = (error, False)
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
     assert raised is error
     assert not res.retagged and not res.rolled_back and res.result == "failed"
@@ -576,20 +262,18 @@ def test_a_failure_when_the_name_did_not_move_is_raised_as_it_is(
     assert entries(tmp_path, "retag")[0]["moved"] is False
 
 
-def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(tmp_path: Path) -> None:
     """A re-run after an interrupted update to a broken image: the name already names it, and
     the start fails. The node goes back to the image kept under the rollback name."""
     store = store_on_old("controller-0")
     store.names[key(FLOATING)] = NEW_ID
     store.names[key(BACK)] = OLD_ID
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     failed = pacemaker.RestartFailedError(
         "restart of galera-bundle on controller-0 failed: start error", "fix the cause"
     )
     cluster.restart_errors["controller-0"] = (failed, True)
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, execute.UpdateFailed) and raised.__cause__ is failed
     assert not res.retagged and res.rolled_back and res.result == "rolled-back"
@@ -599,13 +283,11 @@ def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(
     assert events(tmp_path) == ["retag", "restart", "failed", "rolled-back"]
 
 
-def test_a_store_error_while_publishing_does_not_leave_the_name_moved(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_store_error_while_publishing_does_not_leave_the_name_moved(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
-    FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     store.fail("resolve", None, unreachable())  # update_node's own resolve works, publish's fails
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
     # Either the update went on (the attribute is informative only), or the node was rolled
     # back; never an error with the floating name left on an image the replica does not run.
     if raised is None:
@@ -641,20 +323,18 @@ def moved(node: str, before: str | None = OLD_ID) -> images.Retagged:
     )
 
 
-def rolling_back(
-    monkeypatch: pytest.MonkeyPatch, running_image: str | None
-) -> tuple[FakeStore, FakeCluster]:
+def rolling_back(running_image: str | None) -> tuple[FakeStore, FakeCluster]:
     """controller-1 after its update failed, its replica running ``running_image`` (or down)."""
     store = store_after_update("controller-1", running_image=running_image)
-    return store, FakeCluster({"controller-1": store}).install(monkeypatch)
+    return store, cluster_of({"controller-1": store})
 
 
 def rollback(
-    tmp_path: Path, store: FakeStore, before: str | None = OLD_ID
+    tmp_path: Path, cluster: FakeCluster, store: FakeStore, before: str | None = OLD_ID
 ) -> tuple[execute.NodeResult, BaseException | None]:
     res = execute.NodeResult(store.node, before=before, after=NEW_ID, retagged=True)
     try:
-        make_updater(tmp_path, {store.node: store}).rollback_node(
+        make_updater(tmp_path, cluster, {store.node: store}).rollback_node(
             BUNDLE, store.node, res, moved(store.node, before), FakeHolds([])
         )
     except Exception as exc:  # the tests look at the error
@@ -676,15 +356,14 @@ CLEANED_UP = [("cleanup", BUNDLE_ID, "controller-1"), ("wait",)]
 )
 def test_rollback_brings_the_replica_back_on_the_previous_image(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     running_image: str | None,
     failed: bool,
     actions: list[tuple[str, ...]],
 ) -> None:
-    store, cluster = rolling_back(monkeypatch, running_image)
+    store, cluster = rolling_back(running_image)
     if failed:
         cluster.failed.add("controller-1")
-    res, raised = rollback(tmp_path, store)
+    res, raised = rollback(tmp_path, cluster, store)
     assert raised is None and res.rolled_back
     # Both names are as they were before the attempt: the rollback name named nothing.
     assert store.names[FLOATING] == OLD_ID and BACK not in store.names
@@ -694,12 +373,10 @@ def test_rollback_brings_the_replica_back_on_the_previous_image(
     assert events(tmp_path) == ["rolled-back"]
 
 
-def test_rollback_fails_when_the_replica_stays_down(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store, cluster = rolling_back(monkeypatch, None)
+def test_rollback_fails_when_the_replica_stays_down(tmp_path: Path) -> None:
+    store, cluster = rolling_back(None)
     cluster.starts_on_cleanup = False
-    res, raised = rollback(tmp_path, store)
+    res, raised = rollback(tmp_path, cluster, store)
     assert isinstance(raised, execute.RollbackFailed)
     assert "did not start again on controller-1" in raised.message
     assert f"`podman tag {BACK} {FLOATING}`" in raised.fix
@@ -709,18 +386,12 @@ def test_rollback_fails_when_the_replica_stays_down(
     assert events(tmp_path) == ["rollback-failed"]
 
 
-def test_rollback_fails_when_the_replica_keeps_running_the_new_image(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store, cluster = rolling_back(monkeypatch, NEW_ID)
+def test_rollback_fails_when_the_replica_keeps_running_the_new_image(tmp_path: Path) -> None:
+    store, cluster = rolling_back(NEW_ID)
     # The restart "works" but the container comes back on the new image (the bundle's image in
     # the CIB is not the floating name, say).
-    monkeypatch.setattr(
-        pacemaker,
-        "restart_replica",
-        lambda *args, **kwargs: cluster.events.append(("restart", args[2])),
-    )
-    res, raised = rollback(tmp_path, store)
+    store.starts_on = NEW_REF
+    res, raised = rollback(tmp_path, cluster, store)
     assert isinstance(raised, execute.RollbackFailed)
     assert f"runs {NEW_ID[:12]}, not {OLD_ID[:12]}" in raised.message
     assert f"podman tag {BACK} {FLOATING}" in raised.fix
@@ -728,13 +399,11 @@ def test_rollback_fails_when_the_replica_keeps_running_the_new_image(
     assert not res.rolled_back
 
 
-def test_rollback_without_a_previous_image_has_nothing_to_roll_back_to(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_rollback_without_a_previous_image_has_nothing_to_roll_back_to(tmp_path: Path) -> None:
     store = store_after_update("controller-1", running_image=None)
     del store.names[key(BACK)]
-    cluster = FakeCluster({"controller-1": store}).install(monkeypatch)
-    res, raised = rollback(tmp_path, store, before=None)
+    cluster = cluster_of({"controller-1": store})
+    res, raised = rollback(tmp_path, cluster, store, before=None)
     assert isinstance(raised, execute.RollbackFailed)
     assert "nothing to roll back to" in raised.message
     assert "pcmkimg update --node controller-1 mariadb --image REF" in raised.fix
@@ -743,15 +412,13 @@ def test_rollback_without_a_previous_image_has_nothing_to_roll_back_to(
     assert entries(tmp_path, "rollback-failed")[0]["error"] == "no previous"
 
 
-def test_update_of_a_node_without_the_floating_name_cannot_be_rolled_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_update_of_a_node_without_the_floating_name_cannot_be_rolled_back(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
     del store.names[key(FLOATING)]
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     error = timed_out()
     cluster.restart_errors["controller-0"] = (error, True)
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
     assert isinstance(raised, execute.RollbackFailed)
     assert raised.__context__ is error  # raised while handling the restart's failure
     assert res.before is None and res.retagged and not res.rolled_back
@@ -764,7 +431,6 @@ def test_update_of_a_node_without_the_floating_name_cannot_be_rolled_back(
 
 def restart_if_needed(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     running_image: str | None,
     *,
     guard_failed: bool = False,
@@ -773,42 +439,34 @@ def restart_if_needed(
     """_restart_if_needed on controller-2 just retagged, its replica running ``running_image``
     (or down), with the guard of guard.xml; ``guard_failed``: the guard's start failed there."""
     store = store_after_update("controller-2", running_image=running_image)
-    cluster = FakeCluster({"controller-2": store}, config="guard.xml").install(monkeypatch)
+    cluster = cluster_of({"controller-2": store}, config="guard.xml")
     if guard_failed:
         cluster.extra_failures.append(guard_failure("controller-2"))
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
-    updater = make_updater(tmp_path, {store.node: store})
+    updater = make_updater(tmp_path, cluster, {store.node: store})
     holds = FakeHolds(cluster.events)
     assert updater._restart_if_needed(BUNDLE, res, NEW_ID, restart, moved(store.node), holds) is res
     return store, cluster, res
 
 
-def test_a_replica_already_on_the_target_is_not_restarted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store, cluster, res = restart_if_needed(tmp_path, monkeypatch, NEW_ID)
+def test_a_replica_already_on_the_target_is_not_restarted(tmp_path: Path) -> None:
+    store, cluster, res = restart_if_needed(tmp_path, NEW_ID)
     assert res.result == "unchanged" and not res.restarted
     assert res.container_after == res.container_before is not None
     assert cluster.kinds("restart", "cleanup") == []
 
 
-def test_no_active_replica_means_retag_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store, cluster, res = restart_if_needed(tmp_path, monkeypatch, None)
+def test_no_active_replica_means_retag_only(tmp_path: Path) -> None:
+    store, cluster, res = restart_if_needed(tmp_path, None)
     assert res.result == "retag-only" and not res.restarted
     assert res.container_before is None
     assert cluster.kinds("restart", "cleanup") == []
     assert store.running == {}  # nothing started it
 
 
-def test_no_restart_leaves_the_old_container_running(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_restart_leaves_the_old_container_running(tmp_path: Path) -> None:
     # A guard failure is there, but --no-restart does not heal it either.
-    store, cluster, res = restart_if_needed(
-        tmp_path, monkeypatch, OLD_ID, guard_failed=True, restart=False
-    )
+    store, cluster, res = restart_if_needed(tmp_path, OLD_ID, guard_failed=True, restart=False)
     assert res.result == "retag-only" and not res.restarted
     assert store.image_of(container_of("controller-2")) == OLD_ID
     assert cluster.kinds("restart", "cleanup") == []
@@ -827,10 +485,8 @@ def guard_failure(node: str) -> cib.Failure:
     )
 
 
-def test_a_guard_that_refused_is_healed_and_the_replica_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store, cluster, res = restart_if_needed(tmp_path, monkeypatch, None, guard_failed=True)
+def test_a_guard_that_refused_is_healed_and_the_replica_starts(tmp_path: Path) -> None:
+    store, cluster, res = restart_if_needed(tmp_path, None, guard_failed=True)
     assert res.result == "started" and not res.restarted
     # The container that the cleanup started, not one seen before (there was none).
     assert res.container_after == store.running[container_of("controller-2")].id
@@ -844,9 +500,9 @@ def test_a_guard_that_refused_is_healed_and_the_replica_starts(
 
 
 def test_a_guard_failure_beside_a_running_replica_is_cleaned_and_the_replica_restarted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    store, cluster, res = restart_if_needed(tmp_path, monkeypatch, OLD_ID, guard_failed=True)
+    store, cluster, res = restart_if_needed(tmp_path, OLD_ID, guard_failed=True)
     assert res.result == "ok" and res.restarted
     assert [e[0] for e in cluster.kinds("cleanup", "restart")] == ["cleanup", "restart"]
     assert store.image_of(container_of("controller-2")) == NEW_ID
@@ -855,73 +511,32 @@ def test_a_guard_failure_beside_a_running_replica_is_cleaned_and_the_replica_res
 # --------------------------------------------------------------------------- 5. run()
 
 
-class FakeLease:
-    """leasing.acquire/renew/release, writing into the cluster's event list."""
-
-    def __init__(self, cluster: FakeCluster) -> None:
-        self.cluster = cluster
-        self.held = lease.Lease("ctl0", 4242, "t0", lease.DEFAULT_PERIOD)
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeLease:
-        monkeypatch.setattr(leasing, "acquire", self.acquire)
-        monkeypatch.setattr(leasing, "renew", self.renew)
-        monkeypatch.setattr(leasing, "release", self.release)
-        return self
-
-    def acquire(
-        self,
-        runner: pacemaker.Runner,
-        period: float = lease.DEFAULT_PERIOD,
-        *,
-        mine: lease.Lease | None = None,
-        **_: object,
-    ) -> lease.Lease:
-        self.held = mine or self.held
-        self.cluster.events.append(("acquire", f"{self.held.period:g}"))
-        return self.held
-
-    def renew(self, runner: pacemaker.Runner, held: lease.Lease, **_: object) -> lease.Lease:
-        assert held.same_holder(self.held)
-        self.cluster.events.append(("renew",))
-        return held.next_renewal(0.0)
-
-    def release(self, runner: pacemaker.Runner, held: lease.Lease) -> bool:
-        assert held.same_holder(self.held)
-        self.cluster.events.append(("release",))
-        return True
-
-
-def three_nodes(
-    monkeypatch: pytest.MonkeyPatch, config: str = "base.xml"
-) -> tuple[dict[str, FakeStore], FakeCluster]:
-    """Three nodes on the old image (the new one not pulled yet), the cluster and lease fakes."""
+def three_nodes(config: str = "base.xml") -> tuple[dict[str, FakeStore], FakeCluster]:
+    """Three nodes on the old image (the new one not pulled yet), and the cluster (the lease is
+    the real one, written into its CIB)."""
     stores = {node: store_on_old(node, pulled_new=False) for node in NODES}
-    cluster = FakeCluster(stores, config=config).install(monkeypatch)
-    FakeLease(cluster).install(monkeypatch)
-    return stores, cluster
+    return stores, cluster_of(stores, config=config)
 
 
 def run(
-    tmp_path: Path, stores: Mapping[str, FakeStore], *, restart: bool = True
+    tmp_path: Path, cluster: FakeCluster, *, restart: bool = True
 ) -> tuple[execute.UpdateReport, BaseException | None]:
     facts = [plan.NodeFacts(n, active=True) for n in NODES]
     the_plan = plan.plan_update(BUNDLE, parse(NEW_REF), facts, None, restart=restart)
     assert the_plan.targets == NODES
     report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF)
     try:
-        make_updater(tmp_path, stores).run(the_plan, report)
+        make_updater(tmp_path, cluster).run(the_plan, report)
     except Exception as exc:  # the tests look at the error and the report
         return report, exc
     return report, None
 
 
-def test_run_writes_no_lease_renewal_before_a_node_or_a_restart(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_run_writes_no_lease_renewal_before_a_node_or_a_restart(tmp_path: Path) -> None:
     """The lease is renewed from its own thread (every period / 3): no step of the update
     writes it, so no CIB write of ours delays a restart's stop."""
-    stores, cluster = three_nodes(monkeypatch)
-    report, raised = run(tmp_path, stores)
+    stores, cluster = three_nodes()
+    report, raised = run(tmp_path, cluster)
     assert raised is None
     assert [n.result for n in report.nodes] == ["ok"] * 3
     steps = cluster.kinds("acquire", "renew", "restart", "release")
@@ -936,34 +551,27 @@ def test_run_writes_no_lease_renewal_before_a_node_or_a_restart(
 
 
 def test_a_ban_a_killed_run_left_is_removed_and_the_cluster_settles_before_the_preflight(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """The replica that leftover ban held off comes back when it goes: the preflight's
     baseline is taken once the cluster settled, not half-way (issue 12.14: a re-run after a
     SIGKILL with the ban in place hung in its first restart)."""
-    stores, cluster = three_nodes(monkeypatch)
+    stores, cluster = three_nodes()
     left = "cli-ban-galera-bundle-on-controller-0"
-
-    def remove(runner: pacemaker.Runner, bundle: str, config: object) -> list[str]:
-        cluster.events.append(("removed", bundle))
-        return [left]
-
-    monkeypatch.setattr(pacemaker, "remove_own_bans", remove)
-    report, raised = run(tmp_path, stores)
+    cluster.own_bans = [left]  # what the cluster port finds (for galera-bundle) and removes
+    report, raised = run(tmp_path, cluster)
     assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
-    assert cluster.kinds("acquire", "removed", "wait", "restart")[:3] == [
+    assert cluster.kinds("acquire", "removed-bans", "wait", "restart")[:3] == [
         ("acquire", f"{lease.DEFAULT_PERIOD:g}"),
-        ("removed", BUNDLE_ID),
+        ("removed-bans", left),
         ("wait",),
     ]
     assert [e["removed"] for e in entries(tmp_path, "leftover-bans")] == [[left]]
 
 
-def test_run_without_restarts_takes_and_releases_the_lease_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stores, cluster = three_nodes(monkeypatch)
-    report, raised = run(tmp_path, stores, restart=False)
+def test_run_without_restarts_takes_and_releases_the_lease_once(tmp_path: Path) -> None:
+    stores, cluster = three_nodes()
+    report, raised = run(tmp_path, cluster, restart=False)
     assert raised is None
     assert [n.result for n in report.nodes] == ["retag-only"] * 3
     assert [e[0] for e in cluster.kinds("acquire", "renew", "restart", "release")] == [
@@ -972,12 +580,10 @@ def test_run_without_restarts_takes_and_releases_the_lease_once(
     ]
 
 
-def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stores, cluster = three_nodes(monkeypatch)
+def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(tmp_path: Path) -> None:
+    stores, cluster = three_nodes()
     cluster.restart_errors["controller-1"] = (timed_out(), True)
-    report, raised = run(tmp_path, stores)
+    report, raised = run(tmp_path, cluster)
     assert isinstance(raised, execute.UpdateFailed)
     assert [(n.node, n.result) for n in report.nodes] == [
         ("controller-0", "ok"),
@@ -991,11 +597,9 @@ def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(
     assert "done" not in events(tmp_path)
 
 
-def test_run_refuses_when_preflight_finds_problems_and_pulls_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stores, cluster = three_nodes(monkeypatch, "bans.xml")
-    report, raised = run(tmp_path, stores)
+def test_run_refuses_when_preflight_finds_problems_and_pulls_nothing(tmp_path: Path) -> None:
+    stores, cluster = three_nodes("bans.xml")
+    report, raised = run(tmp_path, cluster)
     assert isinstance(raised, plan.PreflightFailed)
     assert "cli-ban-galera-bundle-on-controller-1" in raised.message
     assert "`pcmkimg check`" in raised.fix
@@ -1005,15 +609,13 @@ def test_run_refuses_when_preflight_finds_problems_and_pulls_nothing(
     assert events(tmp_path) == ["start"]
 
 
-def test_run_retags_nowhere_when_one_pull_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stores, cluster = three_nodes(monkeypatch)
+def test_run_retags_nowhere_when_one_pull_fails(tmp_path: Path) -> None:
+    stores, cluster = three_nodes()
     denied = images.AuthError(
         "pull failed: unauthorized", "log in on the node", node="controller-1"
     )
     stores["controller-1"].fail("pull", denied)
-    report, raised = run(tmp_path, stores)
+    report, raised = run(tmp_path, cluster)
     assert isinstance(raised, execute.PullsFailed)
     assert "controller-1: pull failed: unauthorized" in raised.message
     assert raised.fix == "log in on the node"
@@ -1090,33 +692,29 @@ def test_preflight_refuses_a_target_node_that_went_away() -> None:
     ]
 
 
-def test_a_healed_node_whose_replica_does_not_start_is_a_failure(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_healed_node_whose_replica_does_not_start_is_a_failure(tmp_path: Path) -> None:
     """The guard's failure is cleaned up but the replica stays down: never "retag-only"."""
     store = store_after_update("controller-2", running_image=None)
-    cluster = FakeCluster({"controller-2": store}, config="guard.xml").install(monkeypatch)
+    cluster = cluster_of({"controller-2": store}, config="guard.xml")
     cluster.extra_failures.append(guard_failure("controller-2"))
     cluster.starts_on_cleanup = False
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
-    updater = make_updater(tmp_path, {store.node: store})
+    updater = make_updater(tmp_path, cluster, {store.node: store})
     with pytest.raises(pacemaker.RestartFailedError, match="did not start"):
         updater._restart_if_needed(
             BUNDLE, res, NEW_ID, True, moved(store.node), FakeHolds(cluster.events)
         )
 
 
-def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     ban = pacemaker.BanNotRemovedError(
         "cli-ban-galera-bundle-on-controller-0 could not be removed after an interruption: x",
         "`crm_resource --clear --resource galera-bundle --node controller-0`",
     )
     cluster.restart_errors["controller-0"] = (ban, True)
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
     assert raised is ban
     assert res.result == "failed" and not res.rolled_back
     assert store.names[FLOATING] == NEW_ID  # left for the operator, with the ban's fix
@@ -1129,16 +727,14 @@ def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(
 PREV_ID = "c" * 64
 
 
-def test_a_rolled_back_attempt_leaves_the_rollback_name_where_it_was(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_rolled_back_attempt_leaves_the_rollback_name_where_it_was(tmp_path: Path) -> None:
     """The rollback name named an older image before the attempt: it names it again after
     the rollback (not the image the attempt failed on), and the floating name the old one."""
     store = store_on_old("controller-0")
     store.names[BACK] = PREV_ID
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (timed_out(), True)
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
     assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
     assert store.called("restore") == [f"{FLOATING} -> {OLD_ID}"]
@@ -1146,9 +742,7 @@ def test_a_rolled_back_attempt_leaves_the_rollback_name_where_it_was(
     assert (retag["rollback"], retag["rollback_before"]) == (BACK, PREV_ID)
 
 
-def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(tmp_path: Path) -> None:
     """An interrupted run moved the name (its journal line says from what); the re-run's
     restart fails: both names go back to before the first run."""
     store = store_after_update("controller-0", running_image=OLD_ID)
@@ -1165,23 +759,21 @@ def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(
         rollback=BACK,
         rollback_before=PREV_ID,
     )
-    cluster = FakeCluster({"controller-0": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (
         pacemaker.RestartFailedError("start failed", "fix it"),
         True,
     )
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
     assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
 
 
-def test_a_node_is_not_touched_while_another_replica_is_down(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_node_is_not_touched_while_another_replica_is_down(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
     # Only controller-0's store exists: the fake cluster shows replicas 1 and 2 down.
-    FakeCluster({"controller-0": store}).install(monkeypatch)
-    updater = make_updater(tmp_path, {"controller-0": store})
+    cluster = cluster_of({"controller-0": store})
+    updater = make_updater(tmp_path, cluster)
     updater.baseline = plan.Health(
         active={0: "controller-0", 1: "controller-1", 2: "controller-2"}, promoted=3
     )
@@ -1193,10 +785,10 @@ def test_a_node_is_not_touched_while_another_replica_is_down(
 
 
 def test_a_failed_start_where_the_name_was_missing_is_cleaned_up_and_started(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     store = FakeStore("controller-2", {NEW_REF: NEW_ID})  # no floating name, no replica
-    cluster = FakeCluster({"controller-2": store}).install(monkeypatch)
+    cluster = cluster_of({"controller-2": store})
     failure = cib.Failure(
         op_key="galera-bundle-podman-2_start_0",
         resource="galera-bundle-podman-2",
@@ -1208,7 +800,7 @@ def test_a_failed_start_where_the_name_was_missing_is_cleaned_up_and_started(
         exit_reason="failed to pull image cluster.common.tag/mariadb:pcmklatest",
     )
     cluster.extra_failures.append(failure)
-    status = cluster.status(RUNNER)
+    status = cluster.status()
     assert plan.healable(failure, BUNDLE_ID, {"controller-2"})
     assert not plan.healable(failure, BUNDLE_ID, {"controller-1"})
     read = plan.Cluster(cluster.config, cluster.mon, status)
@@ -1217,23 +809,21 @@ def test_a_failed_start_where_the_name_was_missing_is_cleaned_up_and_started(
         "failed start of galera-bundle-podman-2" in p
         for p in plan.preflight_problems(read, BUNDLE_ID, ["controller-2"])
     )
-    res, raised = update(make_updater(tmp_path, {"controller-2": store}), "controller-2")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-2")
     assert raised is None and res.result == "started"
     assert ("cleanup", BUNDLE_ID, "controller-2") in cluster.events
     assert store.image_of(container_of("controller-2")) == NEW_ID
 
 
-def test_a_pulled_tag_with_another_digest_is_refused_as_bad_input(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stores, cluster = three_nodes(monkeypatch)
+def test_a_pulled_tag_with_another_digest_is_refused_as_bad_input(tmp_path: Path) -> None:
+    stores, cluster = three_nodes()
     wrong = images.DigestMismatch(
         f"{NEW_REF} has digest sha256:{'1' * 64}, not the expected sha256:{'2' * 64}",
         "check the digest",
         node="controller-1",
     )
     stores["controller-1"].fail("pull", wrong)
-    report, raised = run(tmp_path, stores)
+    report, raised = run(tmp_path, cluster)
     assert isinstance(raised, execute.DigestRefused)
     assert "nothing was retagged or restarted" in raised.message
     assert "1" * 64 in raised.message and "2" * 64 in raised.message
@@ -1241,12 +831,10 @@ def test_a_pulled_tag_with_another_digest_is_refused_as_bad_input(
     assert report.nodes == []
 
 
-def test_the_report_has_the_real_downtime_beside_the_restart_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_report_has_the_real_downtime_beside_the_restart_step(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
-    FakeCluster({"controller-0": store}).install(monkeypatch)
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    cluster = cluster_of({"controller-0": store})
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
     assert raised is None and res.result == "ok"
     assert res.down_seconds is not None and 0 <= res.down_seconds <= res.restart_seconds
     report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF, [res])
@@ -1254,18 +842,16 @@ def test_the_report_has_the_real_downtime_beside_the_restart_step(
     assert "longest restart step" in report.summary()
 
 
-def test_the_plan_is_what_runs_step_by_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_plan_is_what_runs_step_by_step(tmp_path: Path) -> None:
     """The run follows the plan's steps, not a second copy of their order: a plan without
     controller-1's update step leaves controller-1 alone, and the nodes go in step order."""
-    stores, cluster = three_nodes(monkeypatch)
+    stores, cluster = three_nodes()
     facts = [plan.NodeFacts(n, active=True) for n in NODES]
     full = plan.plan_update(BUNDLE, parse(NEW_REF), facts, None)
     steps = tuple(s for s in full.steps if s.nodes != ("controller-1",))
     steps = (*steps[:3], *reversed(steps[3:-1]), steps[-1])  # controller-2 before controller-0
     report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF)
-    make_updater(tmp_path, stores).run(dataclasses.replace(full, steps=steps), report)
+    make_updater(tmp_path, cluster).run(dataclasses.replace(full, steps=steps), report)
     assert [n.node for n in report.nodes] == ["controller-2", "controller-0"]
     assert stores["controller-1"].names[FLOATING] == OLD_ID
     assert [e[1] for e in cluster.kinds("restart")] == ["controller-2", "controller-0"]
@@ -1315,15 +901,14 @@ def _meta(name: str, value: str) -> Callable[[], cib.Element]:
 )
 def test_run_refuses_what_pacemaker_will_not_carry_out_before_any_pull_or_retag(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     config: Callable[[], cib.Element],
     said: str,
 ) -> None:
     """Issue 18 item 6: in maintenance mode the update retagged, was refused at the restart
     and rolled back (exit 6); now the preflight refuses (exit 3), nothing pulled or retagged."""
-    stores, cluster = three_nodes(monkeypatch)
+    stores, cluster = three_nodes()
     cluster.config = config()
-    report, raised = run(tmp_path, stores)
+    report, raised = run(tmp_path, cluster)
     assert isinstance(raised, plan.PreflightFailed), raised
     assert said in raised.message
     assert report.nodes == []
@@ -1331,22 +916,20 @@ def test_run_refuses_what_pacemaker_will_not_carry_out_before_any_pull_or_retag(
     assert [e[0] for e in cluster.events] == ["acquire", "release"]
 
 
-def test_a_healed_guard_where_every_replica_runs_elsewhere_is_retag_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_healed_guard_where_every_replica_runs_elsewhere_is_retag_only(tmp_path: Path) -> None:
     """Issue 18 item 4: the guard of a spare node (2 replicas, both running elsewhere: none
     can be placed here) refused; the update cleans it up and does not wait for a start that
     can't come (it reported exit 7, "nothing to roll back to")."""
     store = store_after_update("controller-2", running_image=None)
     stores = {n: store_on_old(n) for n in NODES[:2]} | {"controller-2": store}
-    cluster = FakeCluster(stores, config="guard.xml").install(monkeypatch)
+    cluster = cluster_of(stores, config="guard.xml")
     runtime = cluster.config.find(f"configuration/resources/bundle[@id='{BUNDLE_ID}']/podman")
     assert runtime is not None
     runtime.set("replicas", "2")  # both run, on controller-0 and controller-1
     cluster.extra_failures.append(guard_failure("controller-2"))
     cluster.starts_on_cleanup = False
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
-    updater = make_updater(tmp_path, {store.node: store})
+    updater = make_updater(tmp_path, cluster, {store.node: store})
     holds = FakeHolds(cluster.events)
     assert updater._restart_if_needed(BUNDLE, res, NEW_ID, True, moved(store.node), holds) is res
     assert res.result == "retag-only"

@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 
 from pcmkimg.adapters import podman as images
-from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core.reference import parse
 from pcmkimg.progress import PullDisplay
 from pcmkimg.workflows import update as execute
+from tests.fakes import FakeCluster, FakeStore, FakeStores
 
 REF = "192.0.2.1:8787/rhosp/mariadb:17.1"
 BLOB1 = "sha256:9f06e648b3b65d484f5f847792f2d66aeecbfc0a407031037698d107806524a9"
@@ -134,28 +134,25 @@ def test_a_retry_starts_the_count_again():
 # --------------------------------------------------------------------------- the hookup
 
 
-class PullingStore:
-    """A store whose pull reports podman's stream and succeeds."""
+class PullingStore(FakeStore):
+    """A node's store whose pull reports podman's stream, then succeeds (from the registry of
+    the fake store)."""
 
     def __init__(self, node: str) -> None:
-        self.node = node
+        super().__init__(node, {}, registry={REF: IMAGE_ID})
 
     def pull(self, ref, *, expected_digest=None, progress=None):  # type: ignore[no-untyped-def]
         for event in pull_events(self.node):
             progress(event)
-        image = images.ImageInfo(IMAGE_ID, None, (), (str(ref),))
-        return images.Pulled(images.Resolved(self.node, str(ref), image), False, 1)
-
-    def close(self) -> None:
-        pass
+        return super().pull(ref, expected_digest=expected_digest, progress=progress)
 
 
 def updater(tmp_path: Path, **kw) -> execute.Updater:  # type: ignore[no-untyped-def]
     stores = {n: PullingStore(n) for n in ("n1", "n2")}
     return execute.Updater(
-        runner=None,  # type: ignore[arg-type]
-        stores=images.Stores(Config(), None, opened=stores),  # type: ignore[arg-type]
-        journal=Journal(tmp_path / "journal.jsonl", "run-1"),
+        FakeCluster(stores),  # the pulls never ask the cluster
+        FakeStores(stores),
+        Journal(tmp_path / "journal.jsonl", "run-1"),
         **kw,
     )
 

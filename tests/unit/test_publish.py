@@ -12,12 +12,8 @@ import pytest
 from lxml import etree
 
 from pcmkimg.core import cib, naming
-from tests.unit.test_execute_paths import (
-    FakeCluster,
-    make_updater,
-    store_on_old,
-    update,
-)
+from tests.fakes import FakeCluster
+from tests.unit.test_execute_paths import cluster_of, make_updater, store_on_old, update
 
 
 def with_attribute(cluster: FakeCluster, value: str) -> None:
@@ -27,16 +23,14 @@ def with_attribute(cluster: FakeCluster, value: str) -> None:
 
 
 @pytest.mark.parametrize("configured", [None, "mariadb-real-image"])
-def test_the_update_writes_the_guards_attribute(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configured: str | None
-) -> None:
+def test_the_update_writes_the_guards_attribute(tmp_path: Path, configured: str | None) -> None:
     store = store_on_old("controller-0")
-    cluster = FakeCluster({"controller-0": store}, config="guard.xml").install(monkeypatch)
+    cluster = cluster_of({"controller-0": store}, config="guard.xml")
     if configured:
         with_attribute(cluster, configured)
     guard = cib.bundle(cluster.config, "galera-bundle").guard
     assert guard is not None and guard.attribute == configured
-    res, raised = update(make_updater(tmp_path, {"controller-0": store}), "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
     assert raised is None and res.result == "ok"
     names = {e[2] for e in cluster.kinds("attribute")}
     assert names == {configured or "pcmkimg-mariadb"}
