@@ -93,7 +93,7 @@ class CheckFailed(Refused):
 
 
 #: The commands that change nothing: the only ones that work on a saved CIB (--cib-file, CIB_file).
-OFFLINE_COMMANDS = frozenset({"status", "check", "history"})
+OFFLINE_COMMANDS = frozenset({"status", "check", "history", "metrics"})
 
 
 @dataclass
@@ -233,7 +233,7 @@ cib_file_option = click.option(
     type=click.Path(dir_okay=False),
     default=None,
     help="Offline: read this saved CIB (cibadmin --query > FILE) instead of the live cluster; "
-    "status and check only (default $CIB_file).",
+    "status, check and metrics only (default $CIB_file).",
 )
 
 
@@ -460,6 +460,38 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
     if not env.json:
         env.out(report.as_dict(), report.lines())
     raise error
+
+
+@cli.command()
+@click.option(
+    "--textfile",
+    type=click.Path(),
+    default=None,
+    metavar="DIR",
+    help="Write DIR/pcmkimg.prom atomically (mode 0644) instead of printing: node_exporter's "
+    "--collector.textfile.directory, an existing directory.",
+)
+@cib_file_option
+def metrics(textfile: str | None, cib_file: str | None) -> None:
+    """The state in Prometheus' text format, for node_exporter's textfile collector.
+
+    Per service and node: the image behind the floating name (pcmkimg_image_info), drift,
+    whether the name resolves, the replica active, the guard running, the failed operations;
+    per node whether its store was read (pcmkimg_node_up); the update lease; per service the
+    last update's end time and result from this node's journal. Prints the text, or with
+    --textfile replaces DIR/pcmkimg.prom whole and prints nothing."""
+    from pathlib import Path
+
+    from pcmkimg.workflows import metrics
+
+    env = _env(cib_file)
+    request = metrics.MetricsRequest(None if textfile is None else Path(textfile))
+    report = metrics.run(_context(env), request)
+    if env.json:
+        path = None if report.path is None else str(report.path)
+        env.out({"textfile": path, "text": report.text}, [])
+    elif report.path is None:
+        click.echo(report.text, nl=False)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -141,6 +141,11 @@ class FakeStore(StorePort):
         self._call("images")
         return tuple(self._info(i) for i in sorted(self.known))
 
+    def named_images(self) -> tuple[images.ImageInfo, ...]:
+        """Every image that has a name (what status and metrics ask of a store: one call)."""
+        self._call("named_images")
+        return tuple(self._info(i) for i in sorted(set(self.names.values())))
+
     def remove(self, image: images.ImageInfo) -> bool:
         self._call("remove", image.id)
         self.names = {n: i for n, i in self.names.items() if i != image.id}

@@ -1,0 +1,57 @@
+"""``pcmkimg metrics [--textfile DIR]``: the state in Prometheus' text format.
+
+The state is ``status``'s, read the same way (:func:`pcmkimg.workflows.status.gather`: one
+read of the cluster, the nodes' stores through read-only views), plus the update lease and the
+journal's last update per service; :mod:`pcmkimg.core.metrics` renders it. With ``textfile``
+the text replaces ``DIR/pcmkimg.prom`` atomically (node_exporter's textfile collector), else the
+caller prints it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pcmkimg.adapters import journal, textfile
+from pcmkimg.core import lease, plan
+from pcmkimg.core import metrics as M
+from pcmkimg.workflows import status
+from pcmkimg.workflows.context import Context
+
+
+@dataclass(frozen=True)
+class MetricsRequest:
+    """``pcmkimg metrics [--textfile DIR]``."""
+
+    textfile: Path | None = None
+
+
+@dataclass
+class MetricsReport:
+    """The exposition text, and the file it was written to (None: for stdout)."""
+
+    text: str
+    path: Path | None = None
+
+
+def _lease_held(cluster: plan.Cluster) -> bool:
+    """Held, or a value pcmkimg can't read (which every command takes as held)."""
+    try:
+        return lease.read(cluster.config) is not None
+    except lease.LeaseUnreadableError:
+        return True
+
+
+def run(ctx: Context, req: MetricsRequest) -> MetricsReport:
+    """Read as ``status`` does, render, and write the textfile when asked."""
+    if req.textfile is not None:
+        textfile.check_dir(req.textfile)  # before the cluster is read: bad input is exit 2
+    cluster = ctx.cluster.read_cluster()
+    found = status.floating_bundles(cluster, ctx.scheme)
+    with ctx.open_views() as views:
+        gathered = status.gather(cluster, views, found)
+    updates = M.last_updates(journal.history(ctx.journal_dir))
+    text = M.text(status.rows(gathered), lease_held=_lease_held(cluster), updates=updates)
+    if req.textfile is None:
+        return MetricsReport(text)
+    return MetricsReport(text, textfile.write_atomic(req.textfile, M.FILE_NAME, text))
