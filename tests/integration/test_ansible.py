@@ -89,7 +89,9 @@ class Ansible:
 
 
 def _clean_env(root: Path) -> dict[str, str]:
-    drop = ("ANSIBLE_", "CIB_", "PCMKIMG_", "CONTAINER_HOST")
+    # no PYTHONPATH: ansible finds collections on sys.path too, and the checkout's own
+    # ansible_collections would stand in for the installed one
+    drop = ("ANSIBLE_", "CIB_", "PCMKIMG_", "CONTAINER_HOST", "PYTHONPATH")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     for sub in ("home", "local-tmp", "remote-tmp"):
         (root / sub).mkdir(mode=0o700)
@@ -104,6 +106,7 @@ def _clean_env(root: Path) -> dict[str, str]:
         ANSIBLE_LOCALHOST_WARNING="0",
         ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
         ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+        ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="0",
         LC_ALL="C.UTF-8",
     )
     return env
@@ -165,6 +168,13 @@ def test_the_collection_builds_and_installs(ansible: Ansible) -> None:
     for module in ("update", "status", "check"):
         assert (installed / "plugins" / "modules" / f"{module}.py").is_file()
     assert (installed / "meta" / "runtime.yml").is_file()
+    listed = ansible.run("ansible-galaxy", "collection", "list", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    found = json.loads(listed.stdout)  # {path: {collection: {"version": ...}}}
+    where = {
+        path: got["pcmkimg.cluster"] for path, got in found.items() if "pcmkimg.cluster" in got
+    }
+    assert where == {str(ansible.collections / "ansible_collections"): {"version": VERSION}}
     assert not list(COLLECTION.glob("*.tar.gz"))  # the build wrote into tmp_path only
 
 
@@ -186,7 +196,8 @@ def test_ansible_doc_parses_each_module(ansible: Ansible) -> None:
     assert "fail_on_problems" in docs["pcmkimg.cluster.check"]["doc"]["options"]
     text = ansible.run("ansible-doc", "-t", "module", "pcmkimg.cluster.update")  # as read
     assert text.returncode == 0, text.stderr
-    assert "PCMKIMG.CLUSTER.UPDATE" in text.stdout and "--dry-run" in text.stdout
+    assert "pcmkimg.cluster.update" in text.stdout.lower() and "--dry-run" in text.stdout
+    assert str(ansible.collections) in text.stdout  # the installed copy, not the checkout's
 
 
 # --------------------------------------------------------------------------- playbooks
