@@ -1,5 +1,5 @@
 # pcmkimg: run as root on a Debian 12 machine.
-.PHONY: test test-debian13 demo bench lint deps rpm clean
+.PHONY: test test-debian13 demo bench lint deps rpm collection clean
 
 deps:
 	sh packaging/install-deps.sh
@@ -22,6 +22,11 @@ lint:
 
 rpm:
 	sh packaging/build-rpm.sh
+
+# The Ansible collection pcmkimg.cluster: build/pcmkimg-cluster-VERSION.tar.gz (ansible-core).
+collection:
+	mkdir -p build
+	ansible-galaxy collection build ansible_collections/pcmkimg/cluster --output-path build --force
 
 clean:
 	rm -rf .tox build dist *.egg-info .pytest_cache
