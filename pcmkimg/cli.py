@@ -96,6 +96,10 @@ class CheckFailed(Refused):
 OFFLINE_COMMANDS = frozenset({"status", "check", "history", "metrics"})
 
 
+#: Makes the context of a command from its environment (and the pull display of ``update``).
+ContextFactory = Callable[["Env", "Callable[[Any], None] | None"], "Context"]
+
+
 @dataclass
 class Env:
     json: bool
@@ -103,6 +107,8 @@ class Env:
     journal_dir: str
     cib_file: str | None = None
     command: str | None = None
+    contexts: ContextFactory | None = None
+    """What makes the commands' context (:func:`main`'s ``context``); None: :func:`live_context`."""
 
     @functools.cached_property
     def runner(self) -> pacemaker.Runner:
@@ -149,9 +155,17 @@ def _env(cib_file: str | None = None) -> Env:
 
 
 def _context(env: Env, *, progress: Callable[[Any], None] | None = None) -> Context:
-    """The context the command's ``run`` gets: the cluster port on the command's runner, the
+    """The context the command's ``run`` gets (made by ``env.contexts``, by default
+    :func:`live_context`)."""
+    return (env.contexts or live_context)(env, progress)
+
+
+def live_context(env: Env, progress: Callable[[Any], None] | None = None) -> Context:
+    """The context of a command on this host: the cluster port on the command's runner, the
     nodes' stores and views opened on first use, the journal's directory, the settings."""
     from pathlib import Path
+
+    from pcmkimg.workflows.context import Context
 
     return Context(
         cluster=pacemaker.Pacemaker(env.runner),
@@ -258,7 +272,9 @@ def cli(
     ctx: click.Context, as_json: bool, conf: str | None, journal_dir: str, cib_file: str | None
 ) -> None:
     """Per-node floating image names for Pacemaker bundles."""
-    ctx.obj = Env(as_json, conf, journal_dir, cib_file, ctx.invoked_subcommand)
+    # ctx.obj: the context factory main() was given, if any (replaced by the environment).
+    contexts = ctx.obj if callable(ctx.obj) else None
+    ctx.obj = Env(as_json, conf, journal_dir, cib_file, ctx.invoked_subcommand, contexts)
 
 
 @cli.command()
@@ -500,8 +516,12 @@ def metrics(textfile: str | None, cib_file: str | None) -> None:
 COMPLETE_VAR = "_PCMKIMG_COMPLETE"
 
 
-def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Run the CLI; every failure becomes one line on stderr and its exit code."""
+def main(argv: Sequence[str] | None = None, *, context: ContextFactory | None = None) -> NoReturn:
+    """Run the CLI; every failure becomes one line on stderr and its exit code.
+
+    ``context`` makes the context every command runs with, from its environment (the options
+    and the configuration, read first); by default :func:`live_context`, the live cluster and
+    the configured stores. The tests give one of fakes (``tests.fakes``)."""
     ctx: click.Context | None = None
     args = list(sys.argv[1:] if argv is None else argv)
 
@@ -515,7 +535,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         cli.main(args, prog_name="pcmkimg", complete_var=COMPLETE_VAR)
     try:
         with signals.sigterm_raises():
-            ctx = cli.make_context("pcmkimg", args)
+            ctx = cli.make_context("pcmkimg", args, obj=context)
             with ctx:
                 cli.invoke(ctx)
     except click.exceptions.Exit as exc:

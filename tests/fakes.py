@@ -15,12 +15,16 @@ Nothing in pcmkimg is patched: a workflow gets the fakes through its context.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from lxml import etree
 
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.config import Config
@@ -275,6 +279,17 @@ class FakeCluster:
         self.starts_on_cleanup = True
         self.own_bans: list[str] = []
         """What :meth:`remove_own_bans` finds (and removes) the next time it is asked."""
+        self.record_reads = False
+        """When True, reading the cluster and asking for our bans are events too: ("read",)
+        for :meth:`read_cluster`, ("find-bans", bundle) for :meth:`remove_own_bans`."""
+        self.guards_run = False
+        """When True, :meth:`read_cluster`'s crm_mon shows the guard clone of each bundle wired
+        with one started on each node whose store has the guard's image, as the agent starts
+        there (rc 5 where the name does not resolve); the fixture's crm_mon has no guard."""
+        self.after_update: Callable[[FakeCluster], None] | None = None
+        """Called once a CIB change landed, as its writer gets the answer (e.g. to interrupt
+        it right then)."""
+        self._lock = threading.RLock()  # one compare-and-swap at a time (the lease's thread)
 
     def kinds(self, *wanted: str) -> list[tuple[str, ...]]:
         return [e for e in self.events if e[0] in wanted]
@@ -288,7 +303,31 @@ class FakeCluster:
         return self.config
 
     def read_cluster(self) -> plan.Cluster:
-        return plan.Cluster(self.config, self.mon, self.status())
+        if self.record_reads:
+            self.events.append(("read",))
+        mon = self._with_guards(self.mon) if self.guards_run else self.mon
+        return plan.Cluster(self.config, mon, self.status())
+
+    def _with_guards(self, mon: cib.Element) -> cib.Element:
+        """``mon`` with the guard clones started where their image resolves (see
+        :attr:`guards_run`)."""
+        mon = copy.deepcopy(mon)
+        resources = mon.find("resources")
+        assert resources is not None
+        for bundle in cib.bundles(self.config):
+            guard = bundle.guard
+            if guard is None:
+                continue
+            clone = etree.SubElement(resources, "clone", id=guard.clone_id, managed="true")
+            for i, node in enumerate(NODES):
+                store = self.stores.get(node)
+                if store is None or key(guard.image) not in store.names:
+                    continue
+                res = etree.SubElement(
+                    clone, "resource", id=guard.primitive_id, role="Started", active="true"
+                )
+                etree.SubElement(res, "node", name=node, id=str(i + 1), cached="true")
+        return mon
 
     def local_node(self) -> str:
         return NODES[0]
@@ -322,22 +361,26 @@ class FakeCluster:
     # -- writing -------------------------------------------------------------------------------
 
     def update_cib(self, edit: Callable[[cib.Element], cib.CibChange]) -> cib.CibChange:
-        """``edit`` on the configuration; its result becomes the configuration."""
-        before = _lease_text(self.config)
-        change = edit(self.config)
-        if change.empty:
-            return change
-        self.config = change.new_cib
-        after = _lease_text(self.config)
-        if before is None and after is not None:
-            held = lease.read(self.config)
-            self.events.append(("acquire", f"{held.period:g}" if held else "?"))
-        elif before is not None and after is None:
-            self.events.append(("release",))
-        elif before != after:
-            self.events.append(("renew",))
-        else:
-            self.events.append(("cib", change.description))
+        """``edit`` on the configuration; its result becomes the configuration (one change
+        at a time, as the CIB's version check makes it: the lease renews from a thread)."""
+        with self._lock:
+            before = _lease_text(self.config)
+            change = edit(self.config)
+            if change.empty:
+                return change
+            self.config = change.new_cib
+            after = _lease_text(self.config)
+            if before is None and after is not None:
+                held = lease.read(self.config)
+                self.events.append(("acquire", f"{held.period:g}" if held else "?"))
+            elif before is not None and after is None:
+                self.events.append(("release",))
+            elif before != after:
+                self.events.append(("renew",))
+            else:
+                self.events.append(("cib", change.description))
+        if self.after_update is not None:
+            self.after_update(self)
         return change
 
     def cleanup(self, resource: str, node: str | None = None) -> None:
@@ -396,6 +439,8 @@ class FakeCluster:
 
     def remove_own_bans(self, bundle_id: str, config: cib.Element | None = None) -> list[str]:
         assert bundle_id == BUNDLE_ID
+        if self.record_reads:
+            self.events.append(("find-bans", bundle_id))
         found, self.own_bans = self.own_bans, []
         if found:
             self.events.append(("removed-bans", *found))
@@ -439,3 +484,25 @@ def context(
         lease_period=lease_period,
         say=say or (lambda _: None),
     )
+
+
+def cli_context(
+    cluster: FakeCluster,
+    stores: Mapping[str, FakeStore] | None = None,
+    *,
+    views: Any = None,
+) -> Callable[..., Context]:
+    """What ``pcmkimg.cli.main(argv, context=...)`` takes: the context the CLI makes of its
+    options and configuration (``cli.live_context``: the journal's directory, the scheme, the
+    lease period, say, the pull display), with the fakes' ports."""
+
+    def make(env: Any, progress: Callable[[Any], None] | None) -> Context:
+        from pcmkimg import cli
+
+        live = cli.live_context(env, progress)
+        fake = context(cluster, stores, journal_dir=live.journal_dir, views=views)
+        return dataclasses.replace(
+            live, cluster=fake.cluster, open_stores=fake.open_stores, open_views=fake.open_views
+        )
+
+    return make

@@ -38,11 +38,11 @@ from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.core import lease
 start, mode, prefix = float(sys.argv[1]), sys.argv[2], tuple(sys.argv[3:])
-runner = pm.Runner(prefix=prefix)
+cluster = pm.Pacemaker(pm.Runner(prefix=prefix))
 while time.time() < start:
     time.sleep(0.001)
 try:
-    held = leasing.acquire(runner, 120)
+    held = leasing.acquire(cluster, 120)
 except lease.LeaseHeldError as exc:
     print(json.dumps({"won": False, "holder": exc.holder.pid}), flush=True)
     sys.exit(0)
@@ -50,15 +50,15 @@ print(json.dumps({"won": True, "pid": os.getpid(), "token": held.token}), flush=
 if mode == "exit":
     os._exit(0)
 sys.stdin.read()
-print(json.dumps({"released": leasing.release(runner, held)}), flush=True)
+print(json.dumps({"released": leasing.release(cluster, held)}), flush=True)
 """
 
 HOLD = """
 import sys, time
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker as pm
-runner = pm.Runner(prefix=tuple(sys.argv[1:]))
-with leasing.held(runner, 2.0):
+cluster = pm.Pacemaker(pm.Runner(prefix=tuple(sys.argv[1:])))
+with leasing.held(cluster, 2.0):
     print("held", flush=True)
     time.sleep(60)
 """
@@ -130,9 +130,10 @@ def test_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(
     assert dead["won"], err
     stale = current(runner)
     assert stale is not None and stale.pid == dead["pid"]
-    mine = leasing.acquire(runner, 30)
+    cluster = pm.Pacemaker(runner)
+    mine = leasing.acquire(cluster, 30)
     assert current(runner) == mine and mine.pid == os.getpid()
-    assert leasing.release(runner, mine)
+    assert leasing.release(cluster, mine)
 
 
 def test_held_elsewhere_is_refused_then_taken_over_once_seen_unchanged_for_its_period(
@@ -140,19 +141,20 @@ def test_held_elsewhere_is_refused_then_taken_over_once_seen_unchanged_for_its_p
 ) -> None:
     other = lease.Lease("elsewhere.example", 4242, "tok", 2.0, 7, float(int(time.time() + 3600)))
     pm.update_cib(runner, lambda c: cib.set_cluster_property(c, lease.PROPERTY, other.encode()))
+    cluster = pm.Pacemaker(runner)
     with pytest.raises(lease.LeaseHeldError, match="pid 4242 on host elsewhere.example"):
-        leasing.acquire(runner)
-    assert not leasing.release(runner, lease.Lease("me", os.getpid(), "x"))
+        leasing.acquire(cluster)
+    assert not leasing.release(cluster, lease.Lease("me", os.getpid(), "x"))
     assert current(runner) == other
     started = time.monotonic()
-    mine = leasing.acquire(runner, 30, watch=True)
+    mine = leasing.acquire(cluster, 30, watch=True)
     assert 2.0 < time.monotonic() - started < 2.0 + 3.0
-    renewed = leasing.renew(runner, mine)
+    renewed = leasing.renew(cluster, mine)
     assert renewed.token == mine.token and renewed.renewals == mine.renewals + 1
     assert current(runner) == renewed
-    assert leasing.release(runner, mine)
+    assert leasing.release(cluster, mine)
     with pytest.raises(lease.LeaseLostError):
-        leasing.renew(runner, mine)
+        leasing.renew(cluster, mine)
 
 
 @pytest.mark.parametrize(

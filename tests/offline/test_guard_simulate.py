@@ -8,6 +8,7 @@ agents, so the guard agent need not be installed.
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -88,49 +89,55 @@ def test_without_interleave_a_guard_failure_restarts_every_replica(tmp_path: Pat
 
 
 class SimulatedCluster:
-    """``guard add`` against a CIB file: each CIB change is followed by the transition
-    Pacemaker's scheduler computes for it (crm_simulate), a wait converges. Every resource
-    action of every transition is kept, in order."""
+    """The cluster port of ``guard add`` on a CIB file: each CIB change is followed by the
+    transition Pacemaker's scheduler computes for it (crm_simulate), a wait converges. Every
+    resource action of every transition is kept, in order. The update lease is written into
+    the CIB like any change (one change at a time: it renews from a thread)."""
+
+    offline = False
 
     def __init__(self, tmp_path: Path, cib_file: Path) -> None:
         self.dir = tmp_path
         self.current = cib_file
         self.ops: list[tuple[str, str]] = []
         self.steps = 0
+        self.lock = threading.RLock()
 
     def _next(self, what: str) -> Path:
         self.steps += 1
         return self.dir / f"{self.steps:02d}-{what}.xml"
 
-    def query_cib(self, runner: object) -> C.Element:
+    def query_cib(self) -> C.Element:
         return C.parse_cib(self.current.read_bytes())
 
-    def update_cib(self, runner: object, edit, **kw: object) -> C.CibChange:  # type: ignore[no-untyped-def]
-        change = edit(self.query_cib(runner))
-        if not change.empty:
-            edited = write(self._next("edited"), change.new_cib)
-            out = self._next("transition")
-            self.ops += sorted(simulate(edited, out))
-            self.current = out
-        return change
+    def update_cib(self, edit) -> C.CibChange:  # type: ignore[no-untyped-def]
+        with self.lock:
+            change = edit(self.query_cib())
+            if not change.empty:
+                edited = write(self._next("edited"), change.new_cib)
+                out = self._next("transition")
+                self.ops += sorted(simulate(edited, out))
+                self.current = out
+            return change
 
-    def wait(self, runner: object, timeout: float) -> None:
-        out = self._next("settled")
-        src = self.current
-        for n in range(6):
-            step = out.with_name(f"{out.stem}-{n}.xml")
-            ops = simulate(src, step)
-            self.ops += sorted(ops)
-            src = step
-            if not [k for k, _ in ops if k.startswith(BUNDLE)]:
-                break
-        self.current = src
+    def wait(self, timeout: float) -> None:
+        with self.lock:
+            out = self._next("settled")
+            src = self.current
+            for n in range(6):
+                step = out.with_name(f"{out.stem}-{n}.xml")
+                ops = simulate(src, step)
+                self.ops += sorted(ops)
+                src = step
+                if not [k for k, _ in ops if k.startswith(BUNDLE)]:
+                    break
+            self.current = src
 
-    def read_cluster(self, runner: object):  # type: ignore[no-untyped-def]
+    def read_cluster(self):  # type: ignore[no-untyped-def]
         from pcmkimg.core import plan
 
         mon = C.parse_crm_mon(run("crm_mon", "-1", "--output-as=xml", cib_file=self.current).stdout)
-        return plan.Cluster(self.query_cib(runner), mon, C.cluster_status(mon))
+        return plan.Cluster(self.query_cib(), mon, C.cluster_status(mon))
 
     def replica_stops(self) -> list[tuple[str, str]]:
         return [
@@ -141,42 +148,31 @@ class SimulatedCluster:
 
 
 @pytest.fixture
-def simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimulatedCluster:
+def simulated(tmp_path: Path) -> SimulatedCluster:
     """A running haproxy-bundle guarded with its own floating name, as guard add leaves it."""
-    from contextlib import contextmanager
-
-    from pcmkimg.workflows import guard
-
     running = converge(guarded_cib(tmp_path), tmp_path / "run.xml", *up(*NODES), prefix=BUNDLE)
-    sim = SimulatedCluster(tmp_path, running)
-    for name in ("query_cib", "update_cib", "wait", "read_cluster"):
-        monkeypatch.setattr(guard.pacemaker, name, getattr(sim, name))
-
-    @contextmanager
-    def no_lease(runner: object, *args: object, **kw: object):  # type: ignore[no-untyped-def]
-        yield None
-
-    from pcmkimg.adapters import lease
-
-    monkeypatch.setattr(lease, "held", no_lease)
-    return sim
+    return SimulatedCluster(tmp_path, running)
 
 
 def test_guard_add_with_another_name_restarts_no_replica(simulated: SimulatedCluster) -> None:
     """Issue 12.2: changing an existing guard's image restarts the guard only."""
-    from pcmkimg.core import naming
+    from pcmkimg.core import lease
     from pcmkimg.workflows import guard
+    from pcmkimg.workflows.context import Context
 
     new = "cluster.common.tag/haproxy2:pcmklatest"
     said: list[str] = []
-    changed, _ = guard.add(object(), BUNDLE, new, naming.Scheme(), 60, said.append)  # type: ignore[arg-type]
-    assert changed
+    ctx = Context(simulated, say=said.append)  # type: ignore[arg-type]
+    report = guard.run(ctx, guard.GuardRequest("add", BUNDLE, new, timeout=60))
+    assert report.doc["changed"]
     assert simulated.replica_stops() == []
     # The guard itself did restart with the new name, on every node.
     guard_starts = {n for k, n in simulated.ops if k.startswith(GUARD) and k.endswith("_start_0")}
     assert guard_starts == set(NODES)
-    final = C.bundle(simulated.query_cib(None), BUNDLE)
+    final_cib = simulated.query_cib()
+    final = C.bundle(final_cib, BUNDLE)
     assert final.guard is not None and final.guard.image == new and final.guard_wired
+    assert lease.read(final_cib) is None  # held for the changes, released
     st = status(simulated.current)
     assert {r.node for r in st.replicas_of(BUNDLE) if r.active} == set(NODES)
 

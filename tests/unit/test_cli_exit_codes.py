@@ -26,6 +26,8 @@ from pcmkimg.workflows import (
     status,  # noqa: F401 - its error types are in the tree below
 )
 from pcmkimg.workflows import update as execute
+from pcmkimg.workflows.context import Context
+from tests import fakes
 
 NODE = {"node": "n1"}
 DIGEST_A = "sha256:" + "a" * 64
@@ -186,11 +188,25 @@ def test_the_report_is_an_attribute_of_every_error() -> None:
 # --------------------------------------------------------------------------- main(), offline
 
 
-def run_main(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+def run_main(capsys, *argv: str, context=None) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    """``pcmkimg ARGV`` through cli.main; ``context``: the factory of the commands' context
+    (tests.fakes.cli_context), by default the live one."""
     with pytest.raises(SystemExit) as info:
-        cli.main(list(argv))
+        cli.main(list(argv), context=context)
     out, err = capsys.readouterr()
     return int(info.value.code or 0), out, err
+
+
+def fake_cluster() -> fakes.FakeCluster:
+    """The base cluster, each controller running its galera replica; reads are events."""
+    image = "1" * 64
+    stores = {
+        node: fakes.FakeStore(node, {fakes.FLOATING: image}, {fakes.container_of(node): image})
+        for node in fakes.NODES
+    }
+    cluster = fakes.FakeCluster(stores)
+    cluster.record_reads = True
+    return cluster
 
 
 @pytest.fixture
@@ -214,32 +230,52 @@ def conf(tmp_path: Path) -> str:
 def test_update_refuses_bad_input_before_touching_the_cluster(
     capsys, conf: str, args: tuple[str, ...], says: str
 ) -> None:
-    code, out, err = run_main(capsys, "--conf", conf, "update", "svc", *args)
+    cluster = fake_cluster()
+    code, out, err = run_main(
+        capsys, "--conf", conf, "update", "svc", *args, context=fakes.cli_context(cluster)
+    )
     assert code == cli.BAD_INPUT, err
+    assert cluster.events == []
     assert out == ""
     (line,) = err.splitlines()
     assert line.startswith("pcmkimg: error: ") and says in line
     assert "; fix: " in line
 
 
-def test_the_same_digest_in_the_image_and_in_digest_is_fine(capsys, conf: str, monkeypatch) -> None:
-    asked: list[object] = []
-
-    def read_cluster(runner: object) -> None:
-        asked.append(runner)
-        raise pacemaker.PacemakerError("no cluster here")
-
-    monkeypatch.setattr(pacemaker, "read_cluster", read_cluster)
-    image = f"reg.example.com/ns/svc:1@{DIGEST_A}"
-    code, _, err = run_main(
-        capsys, "--conf", conf, "update", "svc", "--image", image, "--all", "--digest", DIGEST_A
+def test_the_same_digest_in_the_image_and_in_digest_is_fine(capsys, conf: str) -> None:
+    cluster = fake_cluster()
+    image = f"reg.example.com/ns/mariadb:1@{DIGEST_A}"
+    code, out, err = run_main(
+        capsys,
+        "--conf",
+        conf,
+        "update",
+        "mariadb",
+        "--image",
+        image,
+        "--all",
+        "--digest",
+        DIGEST_A,
+        "--dry-run",
+        context=fakes.cli_context(cluster),
     )
-    assert asked and code != cli.BAD_INPUT, err
+    assert code == cli.OK, err
+    assert cluster.events == [("read",)]  # planned on the cluster; --dry-run: nothing else
+    assert DIGEST_A in out
 
 
 def test_json_error_document(capsys, conf: str) -> None:
     code, out, err = run_main(
-        capsys, "--json", "--conf", conf, "update", "svc", "--image", "bad ref", "--all"
+        capsys,
+        "--json",
+        "--conf",
+        conf,
+        "update",
+        "svc",
+        "--image",
+        "bad ref",
+        "--all",
+        context=fakes.cli_context(fake_cluster()),
     )
     assert code == cli.BAD_INPUT
     doc = json.loads(out)
@@ -345,15 +381,19 @@ def test_a_missing_conf_file_is_exit_2_naming_it_before_anything_runs(
     capsys, tmp_path: Path, monkeypatch, via: str, command: tuple[str, ...]
 ) -> None:
     absent = tmp_path / "no-such.conf"
-    ran: list[object] = []
-    monkeypatch.setattr(pacemaker.Runner, "run", lambda self, *a, **k: ran.append(a))
-    monkeypatch.setattr(journal, "history", lambda *a, **k: ran.append(a) or iter(()))
+    ran: list[object] = []  # a context made: the cluster, the stores or the journal reachable
+    make = fakes.cli_context(fake_cluster())
+
+    def context(env: cli.Env, progress: object) -> Context:
+        ran.append(env.command)
+        return make(env, progress)
+
     if via == "environment":
         monkeypatch.setenv("PCMKIMG_CONF", str(absent))
         argv: tuple[str, ...] = command
     else:
         argv = ("--conf", str(absent), *command)
-    code, out, err = run_main(capsys, "--journal-dir", str(tmp_path / "j"), *argv)
+    code, out, err = run_main(capsys, "--journal-dir", str(tmp_path / "j"), *argv, context=context)
     assert (code, out, ran) == (cli.BAD_INPUT, "", [])
     (line,) = err.splitlines()
     assert str(absent) in line and "/etc/pcmkimg" not in line and "; fix: " in line
@@ -376,22 +416,21 @@ def test_history_escapes_control_characters_and_survives_bad_bytes(
     assert json.loads(out)[0]["error"] == "\x1b[2Jgone\r\n" and "\x1b" not in out
 
 
-def test_status_escapes_control_characters(capsys, conf: str, monkeypatch) -> None:
-    from contextlib import contextmanager
-
-    from pcmkimg.workflows import status as st
-
-    @contextmanager
-    def no_stores(*_: object):  # type: ignore[no-untyped-def]
-        yield None
-
-    monkeypatch.setattr(pacemaker, "read_cluster", lambda runner: None)
-    monkeypatch.setattr(pacemaker, "local_node", lambda runner: "n1")
-    monkeypatch.setattr(images, "open_stores", no_stores)
-    monkeypatch.setattr(st, "floating_bundles", lambda *a: [])
-    monkeypatch.setattr(st, "gather", lambda *a: None)
-    monkeypatch.setattr(st, "rows", lambda g: {"image": "reg/x:1\x1b]0;owned\x07"})
-    monkeypatch.setattr(st, "table", lambda doc: [f"n1  {doc['image']}  ok"])
-    code, out, err = run_main(capsys, "--conf", conf, "status")
+def test_status_escapes_control_characters(capsys, conf: str) -> None:
+    """Text from the cluster (here a failure's exit reason, the agent's own words) reaches
+    the terminal escaped."""
+    cluster = fake_cluster()
+    node = "controller-1"
+    container = fakes.container_of(node)
+    cluster.extra_failures.append(
+        cib.Failure(
+            f"{container}_start_0", container, "start", 0, node, 1, "error", "x\x1b]0;owned\x07"
+        )
+    )
+    code, out, err = run_main(
+        capsys, "--conf", conf, "status", "mariadb", context=fakes.cli_context(cluster)
+    )
     assert code == 0, err
-    assert out == "n1  reg/x:1\\x1b]0;owned\\x07  ok\n"
+    (row,) = [line for line in out.splitlines() if line.lstrip().startswith(node)]
+    assert row.endswith(f"failed start of {container}: x\\x1b]0;owned\\x07")
+    assert "\x1b" not in out and "\x07" not in out

@@ -1,115 +1,120 @@
-"""``guard add`` and ``guard remove`` (pcmkimg.workflows.guard) with the Pacemaker adapter
-replaced: which CIB changes they make, and under which lease."""
+"""``guard add`` and ``guard remove`` (pcmkimg.workflows.guard) on the fake cluster
+(tests.fakes): which CIB changes they make, and under which lease (the real lease, written
+into the fake's CIB)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import lease, pacemaker
 from pcmkimg.core import cib as C
-from pcmkimg.core import naming, plan
+from pcmkimg.core import plan
 from pcmkimg.workflows import guard
-from tests import fixtures
+from pcmkimg.workflows.guard import GuardRequest
+from tests import fakes
 
 BUNDLE = "haproxy-bundle"
 FLOATING = "cluster.common.tag/haproxy:pcmklatest"
+OTHER = "cluster.common.tag/haproxy2:pcmklatest"
+IMAGE_ID = "a" * 64
+OTHER_ID = "b" * 64
 
 
-class Recorder:
-    """The CIB in memory; every change and wait, and whether the update lease was held."""
-
-    def __init__(self) -> None:
-        self.cib = fixtures.cib("base.xml")
-        self.leased = False
-        self.events: list[tuple[str, bool]] = []
-
-    @contextmanager
-    def held(self, runner: object, *args: object, **kw: object) -> Iterator[None]:
-        assert not self.leased, "the lease taken twice"
-        self.leased = True
-        try:
-            yield None
-        finally:
-            self.leased = False
-
-    def update_cib(self, runner: object, edit, **kw: object) -> C.CibChange:  # type: ignore[no-untyped-def]
-        change = edit(self.cib)
-        if not change.empty:
-            self.cib = change.new_cib
-            self.events.append((change.description, self.leased))
-        return change
-
-    def wait(self, runner: object, timeout: float) -> None:
-        self.events.append(("wait", self.leased))
+def cluster_with(names: dict[str, tuple[str, ...]], *, guarded: bool = False) -> fakes.FakeCluster:
+    """The base cluster (haproxy-bundle runs on the three controllers); each node's store has
+    the names given for it. The guard clone starts where its image is in the store."""
+    ids = {FLOATING: IMAGE_ID, OTHER: OTHER_ID}
+    stores = {
+        node: fakes.FakeStore(node, {name: ids[name] for name in found})
+        for node, found in names.items()
+    }
+    cluster = fakes.FakeCluster(stores, timeout=60)
+    if guarded:
+        cluster.config = C.add_guard(cluster.config, BUNDLE, FLOATING).new_cib
+    cluster.guards_run = True
+    cluster.starts_on_cleanup = False  # no galera container here
+    return cluster
 
 
-@pytest.fixture
-def rec(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    r = Recorder()
-    monkeypatch.setattr(lease, "held", r.held)
-    monkeypatch.setattr(pacemaker, "query_cib", lambda runner: r.cib)
-    monkeypatch.setattr(pacemaker, "update_cib", r.update_cib)
-    monkeypatch.setattr(pacemaker, "wait", r.wait)
-    monkeypatch.setattr(guard, "missing_on", lambda runner, bundle: [])
-    return r
+def everywhere(*names: str) -> dict[str, tuple[str, ...]]:
+    return {node: names for node in fakes.NODES}
 
 
-def test_guard_add_and_remove_change_the_cib_only_under_the_update_lease(rec: Recorder) -> None:
+def run(cluster: fakes.FakeCluster, tmp_path: Path, req: GuardRequest) -> guard.GuardReport:
+    return guard.run(fakes.context(cluster, journal_dir=tmp_path), req)
+
+
+def unleased(events: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The CIB changes, waits and cleanups made while the update lease was not held; the lease
+    is never taken twice."""
+    leased = False
+    outside = []
+    for event in events:
+        if event[0] == "acquire":
+            assert not leased, "the lease taken twice"
+            leased = True
+        elif event[0] == "release":
+            assert leased, "a release without the lease"
+            leased = False
+        elif event[0] in ("cib", "wait", "cleanup") and not leased:
+            outside.append(event)
+    assert not leased, "the lease left behind"
+    return outside
+
+
+def test_guard_add_and_remove_change_the_cib_only_under_the_update_lease(tmp_path: Path) -> None:
     """Issue 12.3: like every other command that changes the CIB or a store."""
-    runner = object()
-    changed, _ = guard.add(runner, BUNDLE, None, naming.Scheme(), 60, lambda text: None)  # type: ignore[arg-type]
-    assert changed
-    removed = guard.remove(runner, BUNDLE)  # type: ignore[arg-type]
-    assert not removed.empty
-    assert len(rec.events) >= 3
-    assert [what for what, leased in rec.events if not leased] == []
-    assert C.bundle(rec.cib, BUNDLE).guard is None
+    cluster = cluster_with(everywhere(FLOATING))
+    added = run(cluster, tmp_path, GuardRequest("add", BUNDLE, timeout=60))
+    assert added.doc["changed"]
+    removed = run(cluster, tmp_path, GuardRequest("remove", BUNDLE))
+    assert removed.doc["changed"]
+    assert len(cluster.kinds("cib", "wait")) >= 3
+    assert len(cluster.kinds("acquire")) == 2
+    assert unleased(cluster.events) == []
+    assert C.bundle(cluster.config, BUNDLE).guard is None
 
 
-def test_a_refused_guard_add_undoes_its_clone_under_the_lease(
-    rec: Recorder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(guard, "missing_on", lambda runner, bundle: ["controller-1"])
-    monkeypatch.setattr(pacemaker, "cleanup", lambda runner, rsc, node: None)
+def test_a_refused_guard_add_undoes_its_clone_under_the_lease(tmp_path: Path) -> None:
+    names = everywhere(FLOATING)
+    names["controller-1"] = ()  # the guard cannot start there
+    cluster = cluster_with(names)
     with pytest.raises(plan.PreflightFailed):
-        guard.add(object(), BUNDLE, None, naming.Scheme(), 60, lambda text: None)  # type: ignore[arg-type]
-    assert C.bundle(rec.cib, BUNDLE).guard is None
-    assert [what for what, leased in rec.events if not leased] == []
+        run(cluster, tmp_path, GuardRequest("add", BUNDLE, timeout=60))
+    assert C.bundle(cluster.config, BUNDLE).guard is None
+    assert cluster.kinds("cleanup") == [("cleanup", f"{BUNDLE}-guard", "controller-1")]
+    assert unleased(cluster.events) == []
 
 
-def test_a_renamed_guard_that_cannot_start_keeps_its_former_name_wired(
-    rec: Recorder, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_renamed_guard_that_cannot_start_keeps_its_former_name_wired(tmp_path: Path) -> None:
     """The new name is missing on a node: the guard gets its former name back and is wired
     again as it was, after it runs again (so that no replica restarts)."""
-    rec.cib = C.add_guard(rec.cib, BUNDLE, FLOATING).new_cib
-    answers = iter([["controller-1"], []])  # the new name fails there; the former one runs
-    monkeypatch.setattr(guard, "missing_on", lambda runner, bundle: next(answers))
-    cleaned: list[tuple[str, str]] = []
-    monkeypatch.setattr(pacemaker, "cleanup", lambda runner, rsc, node: cleaned.append((rsc, node)))
-    other = "cluster.common.tag/haproxy2:pcmklatest"
+    names = everywhere(FLOATING, OTHER)
+    names["controller-1"] = (FLOATING,)  # the new name fails there; the former one runs
+    cluster = cluster_with(names, guarded=True)
     with pytest.raises(plan.PreflightFailed) as refused:
-        guard.add(object(), BUNDLE, other, naming.Scheme(), 60, lambda text: None)  # type: ignore[arg-type]
+        run(cluster, tmp_path, GuardRequest("add", BUNDLE, OTHER, timeout=60))
     assert f"the guard keeps {FLOATING}" in refused.value.message
-    final = C.bundle(rec.cib, BUNDLE)
+    final = C.bundle(cluster.config, BUNDLE)
     assert final.guard is not None and final.guard.image == FLOATING and final.guard_wired
-    kinds = [what.split()[0] for what, _ in rec.events]
+    kinds = [e[1].split()[0] if e[0] == "cib" else e[0] for e in cluster.kinds("cib", "wait")]
     assert kinds == ["drop", "add", "wait", "add", "wait", "add"]
-    assert cleaned == [(f"{BUNDLE}-guard", "controller-1")]  # else it stays off there
+    # else it stays off there
+    assert cluster.kinds("cleanup") == [("cleanup", f"{BUNDLE}-guard", "controller-1")]
+    assert unleased(cluster.events) == []
 
 
-def test_the_dry_run_of_a_rename_prints_the_steps_that_restart_no_replica(rec: Recorder) -> None:
-    rec.cib = C.add_guard(rec.cib, BUNDLE, FLOATING).new_cib
-    other = "cluster.common.tag/haproxy2:pcmklatest"
-    cmds = guard.dry_run(object(), BUNDLE, other, naming.Scheme())  # type: ignore[arg-type]
+def test_the_dry_run_of_a_rename_prints_the_steps_that_restart_no_replica(tmp_path: Path) -> None:
+    cluster = cluster_with(everywhere(FLOATING), guarded=True)
+    wired = cluster.config
+    report = run(cluster, tmp_path, GuardRequest("add", BUNDLE, OTHER, dry_run=True))
+    cmds = report.doc["commands"]
     ids = C.guard_ids(BUNDLE)
     assert cmds[:4] == [
         ["cibadmin", "--delete", "--xpath", f"//constraints/*[@id='{ids['order']}']"],
         ["cibadmin", "--delete", "--xpath", f"//constraints/*[@id='{ids['colocation']}']"],
-        ["pcs", "resource", "update", ids["primitive"], f"image={other}"],
+        ["pcs", "resource", "update", ids["primitive"], f"image={OTHER}"],
         ["crm_resource", "--wait"],
     ]
     assert [c[:3] for c in cmds[4:]] == [
@@ -117,32 +122,25 @@ def test_the_dry_run_of_a_rename_prints_the_steps_that_restart_no_replica(rec: R
         ["pcs", "constraint", "order"],
         ["pcs", "constraint", "colocation"],
     ]
+    assert cluster.events == [] and cluster.config is wired  # printed, nothing done
 
 
-def test_nothing_to_do_takes_no_lease_and_moves_nothing(
-    rec: Recorder, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_nothing_to_do_takes_no_lease_and_moves_nothing(tmp_path: Path) -> None:
     """guard remove without a guard, guard add of a guard wired as asked, and a bundle that
     does not exist: answered from the CIB as read; no lease is taken, the CIB does not move
     (taking the lease writes it twice)."""
-    taken: list[str] = []
-
-    @contextmanager
-    def held(runner: object, *args: object, **kw: object) -> Iterator[None]:
-        taken.append("lease")
-        yield None
-
-    monkeypatch.setattr(lease, "held", held)
-    runner = object()
-    assert guard.remove(runner, BUNDLE).empty  # type: ignore[arg-type]
+    cluster = cluster_with(everywhere(FLOATING))
+    removed = run(cluster, tmp_path, GuardRequest("remove", BUNDLE))
+    assert not removed.doc["changed"] and removed.lines == [f"{BUNDLE}: no guard"]
     with pytest.raises(C.BundleNotFoundError):
-        guard.add(runner, "no-such-bundle", None, naming.Scheme(), 60, lambda text: None)  # type: ignore[arg-type]
-    assert taken == []
-    guard.add(runner, BUNDLE, None, naming.Scheme(), 60, lambda text: None)  # type: ignore[arg-type]
-    assert taken == ["lease"]
-    wired = rec.cib
-    assert guard.add(runner, BUNDLE, None, naming.Scheme(), 60, lambda text: None) == (  # type: ignore[arg-type]
-        False,
-        "",
+        run(cluster, tmp_path, GuardRequest("add", "no-such-bundle", timeout=60))
+    assert cluster.events == []
+    run(cluster, tmp_path, GuardRequest("add", BUNDLE, timeout=60))
+    assert len(cluster.kinds("acquire")) == 1
+    wired, events = cluster.config, list(cluster.events)
+    again = run(cluster, tmp_path, GuardRequest("add", BUNDLE, timeout=60))
+    assert (again.doc, again.lines) == (
+        {"changed": False, "description": ""},
+        [f"{BUNDLE}: guard already wired"],
     )
-    assert taken == ["lease"] and rec.cib is wired
+    assert cluster.events == events and cluster.config is wired
