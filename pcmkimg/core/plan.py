@@ -135,17 +135,19 @@ class Step:
 @dataclass(frozen=True)
 class Plan:
     bundle: BundleRef
-    target: str
+    image: str
+    """The image to run, as given (with the digest if any)."""
     targets: tuple[str, ...]
+    """The nodes, in the order their steps run."""
     steps: tuple[Step, ...] = field(default_factory=tuple)
     ref: Reference | None = None
-    """The image to run, parsed once (``target`` is its text, with the digest if any)."""
+    """The image to run, parsed once."""
     digest: str | None = None
     restart: bool = True
     """False with ``--no-restart``: retag only."""
 
     def lines(self) -> list[str]:
-        out = [f"update {self.bundle.service} (bundle {self.bundle.id}) to {self.target}"]
+        out = [f"update {self.bundle.service} (bundle {self.bundle.id}) to {self.image}"]
         for i, step in enumerate(self.steps, 1):
             out.append(f"{i:>2}. {step.detail}")
         return out

@@ -588,7 +588,7 @@ class Updater:
         """Run the plan's steps in order (what ``--dry-run`` prints is what runs); ``report``
         is filled in as the nodes go, also on failure."""
         bundle = the_plan.bundle
-        ref = the_plan.ref or parse(the_plan.target)
+        ref = the_plan.ref or parse(the_plan.image)
         self.record(
             "start",
             service=bundle.service,
@@ -719,7 +719,7 @@ def run(ctx: Context, req: UpdateRequest) -> UpdateOutcome:
     for line in the_plan.lines():
         ctx.say(line)
     report = UpdateReport(
-        the_plan.bundle.id, the_plan.bundle.service, str(the_plan.ref or the_plan.target)
+        the_plan.bundle.id, the_plan.bundle.service, str(the_plan.ref or the_plan.image)
     )
     outcome.report = report
     jrnl = ctx.journal()
