@@ -30,9 +30,10 @@ Callback = Callable[[click.Context, Any, str], list[str]]
 _CLICK_8 = "shell_complete" in inspect.signature(click.Parameter.__init__).parameters
 
 
-def completes(callback: Callback) -> dict[str, Any]:
-    """The keyword argument that gives a click argument or option ``callback``'s candidates."""
-    if _CLICK_8:
+def completes(callback: Callback, *, click_8: bool = _CLICK_8) -> dict[str, Any]:
+    """The keyword argument that gives a click argument or option ``callback``'s candidates
+    (``click_8``: whether the click in use is 8 or later; detected at import)."""
+    if click_8:
         return {"shell_complete": callback}
 
     def click7(ctx: click.Context, args: list[str], incomplete: str) -> list[str]:

@@ -150,19 +150,20 @@ class Config:
         return True if settings is None else settings.tls_verify
 
 
-def _default_path() -> Path:
-    return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH)
+def _default_path(default: Path = DEFAULT_PATH) -> Path:
+    return Path(os.environ.get(ENV_VAR) or default)
 
 
-def load(path: str | os.PathLike[str] | None = None) -> Config:
-    """Read the configuration from ``path``, else ``$PCMKIMG_CONF``, else the default path.
+def load(path: str | os.PathLike[str] | None = None, *, default: Path = DEFAULT_PATH) -> Config:
+    """Read the configuration from ``path``, else ``$PCMKIMG_CONF``, else ``default`` (the
+    default path, :data:`DEFAULT_PATH`).
 
     Only the default path may be absent (the defaults then: the local node alone is reachable).
     A file named by ``path`` or ``$PCMKIMG_CONF`` that does not exist, and any file that cannot
     be read or parsed, raises ConfigError naming it.
     """
     named = "--conf" if path is not None else ENV_VAR if os.environ.get(ENV_VAR) else None
-    where = Path(path) if path is not None else _default_path()
+    where = Path(path) if path is not None else _default_path(default)
     try:
         text = where.read_text(encoding="utf-8")
     except FileNotFoundError as err:

@@ -166,7 +166,7 @@ def test_the_cluster_names_are_offered(script, tmp_path):
     assert "mariadb" in complete(script, bin_dir, "status", "redis", "")[0]
 
 
-def test_click_7_gets_its_own_keyword(monkeypatch):
+def test_click_7_gets_its_own_keyword() -> None:
     """RHEL 9's python3-click is 7.1: no shell_complete=, autocompletion=(ctx, args, incomplete)
     called by keyword. (The CLI must still import there; the spec generates click 7's script.)"""
     seen = []
@@ -175,10 +175,8 @@ def test_click_7_gets_its_own_keyword(monkeypatch):
         seen.append((ctx, param, incomplete))
         return ["redis"]
 
-    monkeypatch.setattr(completion, "_CLICK_8", False)
-    (kwargs,) = [completion.completes(callback)]
+    (kwargs,) = [completion.completes(callback, click_8=False)]
     assert list(kwargs) == ["autocompletion"]
     assert kwargs["autocompletion"](ctx="CTX", args=["update"], incomplete="r") == ["redis"]
     assert seen == [("CTX", None, "r")]
-    monkeypatch.setattr(completion, "_CLICK_8", True)
-    assert completion.completes(callback) == {"shell_complete": callback}
+    assert completion.completes(callback, click_8=True) == {"shell_complete": callback}

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import config as config_mod
 from pcmkimg.adapters.config import (
     LOCAL_URL,
     Config,
@@ -79,8 +78,7 @@ def test_missing_default_file_gives_defaults_and_the_local_socket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PCMKIMG_CONF", raising=False)
-    monkeypatch.setattr(config_mod, "DEFAULT_PATH", tmp_path / "absent.conf")
-    config = load()
+    config = load(default=tmp_path / "absent.conf")
     assert config == Config()
     assert config.url_for("here", local_node="here") == LOCAL_URL
     with pytest.raises(NodeNotConfigured) as caught:
