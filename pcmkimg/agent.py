@@ -40,6 +40,10 @@ the name, and a monitor whose answer is the same byte for byte is done
 changed is parsed (JSON, the reference and naming rules), and only a heal
 imports the store adapter; never podman-py, lxml, the configuration or the
 pacemaker runner unless the image moved.
+
+The actions reach the node through one object, :class:`Ports` (this node's image store and
+its node attributes), built once by the agent's entry point: :data:`AGENT` is
+``guard(Ports())``. The tests give :func:`guard` a fake of it; nothing here is patched.
 """
 
 from __future__ import annotations
@@ -87,6 +91,63 @@ class Published:
 
     def with_answer(self, answer: bytes | None) -> Published:
         return Published(self.image, self.image_id, self.value, self.attribute, answer)
+
+
+class Ports:
+    """This node as the guard's actions reach it: its image store, over the podman API socket
+    (``url``: ``unix://PATH``) else the podman command, and its node attributes
+    (crm_attribute). Each method imports its adapter when first called: the monitor's normal
+    path (:meth:`inspect`) costs :mod:`pcmkimg.adapters.apisocket` only.
+
+    The store's methods raise :class:`pcmkimg.core.images.ImageError` when the store cannot
+    answer (:meth:`inspect`: :class:`pcmkimg.adapters.apisocket.NoAnswer` when the socket does
+    not); the agent maps them to its return codes."""
+
+    __slots__ = ()
+
+    def inspect(self, url: str, name: str) -> tuple[int, str, bytes]:
+        """The podman API's answer to ``GET /images/NAME/json``: (code, status line, body)."""
+        from pcmkimg.adapters import apisocket
+
+        return apisocket.request(
+            url[len("unix://") :], "GET", apisocket.image_target(name), timeout=8
+        )
+
+    def resolve_with_cli(self, name: str, node: str) -> Resolved | None:
+        """The name in the store, read with the podman command; None when it is not there."""
+        from pcmkimg.adapters import localstore
+
+        found = localstore.resolve_with_cli(name, node=node, timeout=8)
+        return found if isinstance(found, localstore.Resolved) else None
+
+    def find(self, url: str, name: str, node: str) -> Resolved | None:
+        """A name or an image ID in the store; None when it is not there."""
+        from pcmkimg.adapters import localstore
+
+        found = localstore.resolve_local(name, url, node=node, timeout=8)
+        return found if isinstance(found, localstore.Resolved) else None
+
+    def running_images(self, url: str, name: str, node: str) -> tuple[str, ...]:
+        """The IDs of the images that the running containers created from ``name`` run."""
+        from pcmkimg.adapters import localstore
+
+        return localstore.running_images(name, url, node=node, timeout=8)
+
+    def tag(self, url: str, image_id: str, name: str, node: str) -> None:
+        """Give ``name`` to the image."""
+        from pcmkimg.adapters import localstore
+
+        localstore.tag_local(image_id, name, url, node=node, timeout=8)
+
+    def set_attribute(self, node: str, name: str, value: str | None) -> None:
+        """Set the transient node attribute, or delete it (``value`` None)."""
+        from pcmkimg.adapters import pacemaker
+
+        runner = pacemaker.Runner(timeout=10)  # well inside the action's own timeout
+        if value is None:
+            pacemaker.delete_node_attribute(runner, node, name)
+        else:
+            pacemaker.set_node_attribute(runner, node, name, value)
 
 
 def _escape(text: str) -> str:
@@ -331,7 +392,9 @@ def _url(ctx: Context) -> str:
     return ctx.param("podman_url") or DEFAULT_URL
 
 
-def _resolve(ctx: Context, recorded: str | None = None) -> tuple[Resolved | None, bytes | None]:
+def _resolve(
+    ctx: Context, ports: Ports, recorded: str | None = None
+) -> tuple[Resolved | None, bytes | None]:
     """The floating name in this node's store: (Resolved, or None when it is not there; the
     API's answer it was read from, None when it came from the podman command).
 
@@ -343,14 +406,12 @@ def _resolve(ctx: Context, recorded: str | None = None) -> tuple[Resolved | None
         from pcmkimg.adapters import apisocket
 
         try:
-            code, status, body = apisocket.request(
-                url[len("unix://") :], "GET", apisocket.image_target(name), timeout=8
-            )
+            code, status, body = ports.inspect(url, name)
         except apisocket.NoAnswer as exc:
             ctx.log.debug(f"the podman API socket gave no answer ({exc}): the podman command")
         else:
             return _from_answer(ctx, name, code, status, body), body if code == 200 else None
-    return _with_cli(ctx, name), None
+    return _with_cli(ctx, ports, name), None
 
 
 def _from_answer(ctx: Context, name: str, code: int, status: str, body: bytes) -> Resolved | None:
@@ -368,7 +429,7 @@ def _from_answer(ctx: Context, name: str, code: int, status: str, body: bytes) -
     return None if found is None else Resolved(_node(ctx), name, found)
 
 
-def _unchanged(ctx: Context, state: Published) -> bool:
+def _unchanged(ctx: Context, ports: Ports, state: Published) -> bool:
     """The monitor's whole normal path: the API's answer for the name is the one recorded,
     byte for byte, for the name the parameter still gives. Nothing parsed, nothing imported
     beyond :mod:`pcmkimg.adapters.apisocket`."""
@@ -378,9 +439,7 @@ def _unchanged(ctx: Context, state: Published) -> bool:
     from pcmkimg.adapters import apisocket
 
     try:
-        code, _, body = apisocket.request(
-            url[len("unix://") :], "GET", apisocket.image_target(state.image), timeout=8
-        )
+        code, _, body = ports.inspect(url, state.image)
     except apisocket.NoAnswer:
         return False
     return code == 200 and body == state.answer
@@ -392,44 +451,35 @@ def _store_error(ctx: Context, exc: Exception) -> OCFError:
     return OCFError(OCFRC.ERR_GENERIC, fit(f"image store unreadable: {message}"))
 
 
-def _with_cli(ctx: Context, name: str) -> Resolved | None:
+def _with_cli(ctx: Context, ports: Ports, name: str) -> Resolved | None:
     """The name in this node's store, read with the podman command."""
-    from pcmkimg.adapters import localstore
+    from pcmkimg.core.storeerrors import ImageError
 
     try:
-        found = localstore.resolve_with_cli(name, node=_node(ctx), timeout=8)
-        return found if isinstance(found, localstore.Resolved) else None
-    except localstore.ImageError as exc:
+        return ports.resolve_with_cli(name, _node(ctx))
+    except ImageError as exc:
         raise _store_error(ctx, exc) from None
 
 
-def _find(ctx: Context, name: str) -> Resolved | None:
+def _find(ctx: Context, ports: Ports, name: str) -> Resolved | None:
     """A name or an image ID in this node's store: Resolved, or None when it is not there."""
-    from pcmkimg.adapters import localstore
+    from pcmkimg.core.storeerrors import ImageError
 
     try:
-        found = localstore.resolve_local(name, _url(ctx), node=_node(ctx), timeout=8)
-        return found if isinstance(found, localstore.Resolved) else None
-    except localstore.ImageError as exc:
+        return ports.find(_url(ctx), name, _node(ctx))
+    except ImageError as exc:
         raise _store_error(ctx, exc) from None
 
 
-def _running_images(ctx: Context, name: str) -> tuple[str, ...]:
+def _running_images(ctx: Context, ports: Ports, name: str) -> tuple[str, ...]:
     """The IDs of the images that this node's running containers created from ``name`` run."""
-    from pcmkimg.adapters import localstore
+    from pcmkimg.core.storeerrors import ImageError
 
     try:
-        return localstore.running_images(name, _url(ctx), node=_node(ctx), timeout=8)
-    except localstore.ImageError as exc:
+        return ports.running_images(_url(ctx), name, _node(ctx))
+    except ImageError as exc:
         ctx.log.warning(f"cannot list the containers on {_node(ctx)}: {exc.one_line()}")
         return ()
-
-
-def _tag(ctx: Context, image_id: str, name: str) -> None:
-    """Give ``name`` to the image; localstore.ImageError when podman refuses."""
-    from pcmkimg.adapters import localstore
-
-    localstore.tag_local(image_id, name, _url(ctx), node=_node(ctx), timeout=8)
 
 
 def fit(*candidates: str) -> str:
@@ -447,7 +497,9 @@ def describe(resolved: Resolved) -> str:
     return naming.describe(resolved)
 
 
-def _publish(ctx: Context, resolved: Resolved, answer: bytes | None = None) -> Published:
+def _publish(
+    ctx: Context, ports: Ports, resolved: Resolved, answer: bytes | None = None
+) -> Published:
     state = Published(
         image=str(_floating(ctx)),
         image_id=resolved.id,
@@ -456,19 +508,13 @@ def _publish(ctx: Context, resolved: Resolved, answer: bytes | None = None) -> P
         answer=answer,
     )
     _write_state(ctx, state)
-    _set_attribute(ctx, state.attribute, state.value)
+    _set_attribute(ctx, ports, state.attribute, state.value)
     return state
 
 
-def _set_attribute(ctx: Context, name: str, value: str | None) -> None:
+def _set_attribute(ctx: Context, ports: Ports, name: str, value: str | None) -> None:
     try:  # the import too: a node whose lxml is broken must not fail a stop (that fences it)
-        from pcmkimg.adapters import pacemaker
-
-        runner = pacemaker.Runner(timeout=10)  # well inside the action's own timeout
-        if value is None:
-            pacemaker.delete_node_attribute(runner, _node(ctx), name)
-        else:
-            pacemaker.set_node_attribute(runner, _node(ctx), name, value)
+        ports.set_attribute(_node(ctx), name, value)
     except Exception as exc:  # the attribute is informative: never fail the guard for it
         ctx.log.warning(f"could not update node attribute {name}: {exc}")
 
@@ -500,16 +546,16 @@ def unresolved_reason(ctx: Context) -> str:
     )
 
 
-def start(ctx: Context) -> int:
-    resolved, answer = _resolve(ctx)
+def start(ctx: Context, ports: Ports) -> int:
+    resolved, answer = _resolve(ctx, ports)
     if resolved is None:
         raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
-    state = _publish(ctx, resolved, answer)
+    state = _publish(ctx, ports, resolved, answer)
     ctx.log.info(f"{state.image} is {state.value} ({state.image_id[:12]}) on {_node(ctx)}")
     return OCFRC.SUCCESS
 
 
-def stop(ctx: Context) -> int:
+def stop(ctx: Context, ports: Ports) -> int:
     state = _read_state(ctx)
     if state is not None:
         attribute: str | None = state.attribute
@@ -519,22 +565,22 @@ def stop(ctx: Context) -> int:
         except OCFError:
             attribute = None  # misconfigured: it cannot have published anything
     if attribute:
-        _set_attribute(ctx, attribute, None)
+        _set_attribute(ctx, ports, attribute, None)
     _remove(ctx, _state_path(ctx))
     _remove(ctx, _legacy_state_path(ctx))
     return OCFRC.SUCCESS
 
 
-def monitor(ctx: Context) -> int:
+def monitor(ctx: Context, ports: Ports) -> int:
     state = _read_state(ctx)
     if state is None:
         return OCFRC.NOT_RUNNING
-    if _unchanged(ctx, state):
+    if _unchanged(ctx, ports, state):
         return OCFRC.SUCCESS
     try:
-        resolved, answer = _resolve(ctx, state.image)
+        resolved, answer = _resolve(ctx, ports, state.image)
         if resolved is None:
-            resolved = _heal(ctx, state)
+            resolved = _heal(ctx, ports, state)
             answer = None  # read again by the next monitor
     except OCFError as exc:
         ctx.exit_reason(fit(f"running; {exc.reason}"))
@@ -543,7 +589,7 @@ def monitor(ctx: Context) -> int:
         return OCFRC.NOT_RUNNING if ctx.is_probe else OCFRC.DEGRADED
     try:
         if resolved.id != state.image_id or describe(resolved) != state.value:
-            new = _publish(ctx, resolved, answer)
+            new = _publish(ctx, ports, resolved, answer)
             ctx.log.info(f"{new.image} moved to {new.value} ({new.image_id[:12]})")
         elif answer is not None and answer != state.answer:
             _write_state(ctx, state.with_answer(answer))  # the same image; say so next time
@@ -561,7 +607,7 @@ def monitor(ctx: Context) -> int:
     return OCFRC.SUCCESS
 
 
-def _heal(ctx: Context, state: Published) -> Resolved | None:
+def _heal(ctx: Context, ports: Ports, state: Published) -> Resolved | None:
     """The floating name vanished under the running replica: give it back to the image recorded
     in the state, else to the image that the name's running containers run, so that a restart
     here does not make the bundle pull the name. The name resolved again; or None, with the exit
@@ -570,10 +616,10 @@ def _heal(ctx: Context, state: Published) -> Resolved | None:
 
     A probe gives the name back only to the image that running containers of the name run; with
     none, it returns None without an exit reason (the probe says 7: not running here)."""
-    from pcmkimg.adapters import localstore
+    from pcmkimg.core.storeerrors import ImageError
 
     node = _node(ctx)
-    image_id = _heal_source(ctx, state)
+    image_id = _heal_source(ctx, ports, state)
     if image_id is None and ctx.is_probe:
         ctx.log.info(
             f"probe: {state.image} is not in the store of {node} and no container of it runs "
@@ -591,8 +637,8 @@ def _heal(ctx: Context, state: Published) -> Resolved | None:
         )
         return None
     try:
-        _tag(ctx, image_id, state.image)
-    except localstore.ImageError as exc:
+        ports.tag(_url(ctx), image_id, state.image, node)
+    except ImageError as exc:
         ctx.log.error(
             f"{state.image} vanished from {node}, and tagging {image_id[:12]} with it again "
             f"failed: {exc.one_line()}; the running replica is fine, but a restart here would "
@@ -607,20 +653,20 @@ def _heal(ctx: Context, state: Published) -> Resolved | None:
         f"{state.image} vanished from {node} under the running replica: tagged image "
         f"{image_id[:12]} with it again, so that a restart here does not pull it"
     )
-    resolved, _ = _resolve(ctx, state.image)
+    resolved, _ = _resolve(ctx, ports, state.image)
     if resolved is None and not ctx.is_probe:  # untagged again at once: the next monitor tries
         ctx.exit_reason(fit(f"{state.image} vanished again after its re-tag"))
     return resolved
 
 
-def _heal_source(ctx: Context, state: Published) -> str | None:
+def _heal_source(ctx: Context, ports: Ports, state: Published) -> str | None:
     """The image to give the vanished name back to: the one recorded in the state while it is in
     the store (not for a probe), else the one that the running containers created from the name
     run (if only one).
     """
-    if not ctx.is_probe and state.image_id and _find(ctx, state.image_id) is not None:
+    if not ctx.is_probe and state.image_id and _find(ctx, ports, state.image_id) is not None:
         return state.image_id
-    running = _running_images(ctx, state.image)
+    running = _running_images(ctx, ports, state.image)
     if len(running) > 1:
         ctx.log.warning(
             f"the containers of {state.image} run {len(running)} images on {_node(ctx)}: "
@@ -629,7 +675,7 @@ def _heal_source(ctx: Context, state: Published) -> str | None:
     return running[0] if len(running) == 1 else None
 
 
-def validate(ctx: Context) -> int:
+def validate(ctx: Context, ports: Ports) -> int:
     _floating(ctx)
     url = _url(ctx)
     if not url.startswith("unix://"):
@@ -640,57 +686,69 @@ def validate(ctx: Context) -> int:
                 "podman_url: the guard reads the local store only; use unix:///PATH",
             ),
         )
-    if ctx.check_level >= 10 and _resolve(ctx)[0] is None:
+    if ctx.check_level >= 10 and _resolve(ctx, ports)[0] is None:
         raise OCFError(OCFRC.ERR_INSTALLED, unresolved_reason(ctx))
     return OCFRC.SUCCESS
 
 
-AGENT = Agent(
-    name="floating-image",
-    version="1.0",
-    shortdesc="Guards a bundle whose image is a node-local floating name",
-    longdesc=(
-        "Runs as a clone ordered before a Pacemaker bundle and colocated with it. It refuses to "
-        "start (rc 5, on this node only) when the floating image name is not in this node's "
-        "image store, so that the bundle never tries to pull a name that no registry holds. "
-        "It publishes the real image behind the floating name as a transient node attribute. "
-        "When the name vanishes under a running replica, the monitor gives it back to the "
-        "image it named (or that the replica runs); it reports degraded (190) when it cannot."
-    ),
-    parameters=[
-        Parameter(
-            "image",
-            "Floating image name",
-            "The bundle's floating image name, e.g. cluster.common.tag/mariadb:pcmklatest.",
-            required=True,
-            unique=True,
+def guard(ports: Ports) -> Agent:
+    """The agent, whose actions reach this node through ``ports``."""
+    return Agent(
+        name="floating-image",
+        version="1.0",
+        shortdesc="Guards a bundle whose image is a node-local floating name",
+        longdesc=(
+            "Runs as a clone ordered before a Pacemaker bundle and colocated with it. It refuses "
+            "to start (rc 5, on this node only) when the floating image name is not in this "
+            "node's image store, so that the bundle never tries to pull a name that no registry "
+            "holds. It publishes the real image behind the floating name as a transient node "
+            "attribute. When the name vanishes under a running replica, the monitor gives it back "
+            "to the image it named (or that the replica runs); it reports degraded (190) when it "
+            "cannot."
         ),
-        Parameter(
-            "podman_url",
-            "Local podman API socket",
-            "unix:// URL of the local podman API socket. When it can't be reached the agent "
-            "falls back to the podman command.",
-            default=DEFAULT_URL,
-        ),
-        Parameter(
-            "attribute",
-            "Node attribute",
-            "Name of the transient node attribute that shows the real image on each node. "
-            "Default: pcmkimg-SERVICE.",
-        ),
-        Parameter(
-            "state_dir",
-            "State directory",
-            "Root-owned directory for the agent's state.",
-            default=STATE_DIR,
-        ),
-    ],
-    actions=[
-        # As `pcmkimg guard add` configures them (pcmkimg.GUARD_TIMEOUTS).
-        Action("start", timeout=GUARD_TIMEOUTS["start"]),
-        Action("stop", timeout=GUARD_TIMEOUTS["stop"]),
-        Action("monitor", timeout=GUARD_TIMEOUTS["monitor"], interval=GUARD_MONITOR_INTERVAL),
-        Action("validate-all", timeout=GUARD_TIMEOUTS["validate-all"]),
-    ],
-    handlers={"start": start, "stop": stop, "monitor": monitor, "validate-all": validate},
-)
+        parameters=[
+            Parameter(
+                "image",
+                "Floating image name",
+                "The bundle's floating image name, e.g. cluster.common.tag/mariadb:pcmklatest.",
+                required=True,
+                unique=True,
+            ),
+            Parameter(
+                "podman_url",
+                "Local podman API socket",
+                "unix:// URL of the local podman API socket. When it can't be reached the agent "
+                "falls back to the podman command.",
+                default=DEFAULT_URL,
+            ),
+            Parameter(
+                "attribute",
+                "Node attribute",
+                "Name of the transient node attribute that shows the real image on each node. "
+                "Default: pcmkimg-SERVICE.",
+            ),
+            Parameter(
+                "state_dir",
+                "State directory",
+                "Root-owned directory for the agent's state.",
+                default=STATE_DIR,
+            ),
+        ],
+        actions=[
+            # As `pcmkimg guard add` configures them (pcmkimg.GUARD_TIMEOUTS).
+            Action("start", timeout=GUARD_TIMEOUTS["start"]),
+            Action("stop", timeout=GUARD_TIMEOUTS["stop"]),
+            Action("monitor", timeout=GUARD_TIMEOUTS["monitor"], interval=GUARD_MONITOR_INTERVAL),
+            Action("validate-all", timeout=GUARD_TIMEOUTS["validate-all"]),
+        ],
+        handlers={
+            "start": lambda ctx: start(ctx, ports),
+            "stop": lambda ctx: stop(ctx, ports),
+            "monitor": lambda ctx: monitor(ctx, ports),
+            "validate-all": lambda ctx: validate(ctx, ports),
+        },
+    )
+
+
+AGENT = guard(Ports())
+"""The agent as the script runs it (``agents/floating-image``): podman and crm_attribute."""

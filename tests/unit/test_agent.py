@@ -1,7 +1,10 @@
 """The guard agent's logic (pcmkimg.agent) with plain data: no podman, no cluster.
 
-The image store and the node attribute are replaced by in-memory stand-ins; the agent runs
-through the OCF toolkit's dispatcher exactly as the script does.
+The agent reaches the node through its ports (:class:`pcmkimg.agent.Ports`: the image store and
+the node attributes); the tests give it a fake of them (:class:`World`), or the real store over
+a stand-in API socket with the attributes kept in memory (:class:`Attributes`). Nothing of
+pcmkimg is patched; the agent runs through the OCF toolkit's dispatcher exactly as the script
+does.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pytest
 
 from ocf import OCFRC, run
 from pcmkimg import agent
+from pcmkimg.adapters import apisocket
 from pcmkimg.adapters.podman import ImageInfo, PodmanCommandFailed, Resolved, StoreError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,57 +45,79 @@ def resolved(image_id: str = ID_A, *names: str, digest: str | None = DIGEST) -> 
     return Resolved("n1", FLOATING, image(image_id, FLOATING, *names, digest=digest))
 
 
+class Attributes(agent.Ports):
+    """The real ports (the store over ``podman_url``) but for the node attributes, kept here."""
+
+    def __init__(self) -> None:
+        self.attributes: dict[str, str] = {}
+
+    def set_attribute(self, node: str, name: str, value: str | None) -> None:
+        if value is None:
+            self.attributes.pop(name, None)
+        else:
+            self.attributes[name] = value
+
+
 @dataclass
-class World:
-    """What the agent sees: this node's store and the node attributes it set."""
+class World(agent.Ports):
+    """A fake of the agent's ports: this node's store and the node attributes it set. The store
+    has no API socket (the agent falls back to the podman command's reading: no API answer to
+    record)."""
 
     store: Resolved | None | Exception = None
     """What the floating name resolves to."""
     attributes: dict[str, str] = field(default_factory=dict)
     resolves: int = 0
+    """How many times the agent read the floating name."""
     images: dict[str, ImageInfo] = field(default_factory=dict)
     """The store's images by ID (what a heal looks for), besides ``store``."""
     running: tuple[str, ...] = ()
     """The IDs of the images that running containers created from the floating name run."""
     tag_error: Exception | None = None
     tagged: list[tuple[str, str]] = field(default_factory=list)
+    find_error: Exception | None = None
+    """What looking for an image in the store raises (a store that cannot be read)."""
+
+    def inspect(self, url: str, name: str) -> tuple[int, str, bytes]:
+        raise apisocket.NoAnswer("no API socket here")
+
+    def resolve_with_cli(self, name: str, node: str) -> Resolved | None:
+        self.resolves += 1
+        if isinstance(self.store, Exception):
+            raise self.store
+        return self.store
+
+    def find(self, url: str, name: str, node: str) -> Resolved | None:
+        if self.find_error is not None:
+            raise self.find_error
+        found = self.images.get(name)
+        return None if found is None else Resolved("n1", name, found)
+
+    def running_images(self, url: str, name: str, node: str) -> tuple[str, ...]:
+        return self.running
+
+    def tag(self, url: str, image_id: str, name: str, node: str) -> None:
+        if self.tag_error is not None:
+            raise self.tag_error
+        self.tagged.append((image_id, name))
+        info = self.images[image_id]
+        self.store = Resolved("n1", name, replace(info, names=(name, *info.names)))
+
+    def set_attribute(self, node: str, name: str, value: str | None) -> None:
+        if value is None:
+            self.attributes.pop(name, None)
+        else:
+            self.attributes[name] = value
+
+
+def unreadable() -> StoreError:
+    """What a store that cannot be read raises."""
+    return StoreError("boom", node="controller-1")
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> World:
-    w = World()
-    monkeypatch.setattr(agent, "_unchanged", lambda ctx, state: False)  # no API socket here
-
-    def fake_resolve(ctx, recorded=None):  # type: ignore[no-untyped-def]
-        agent._image_text(ctx, recorded)
-        w.resolves += 1
-        if isinstance(w.store, Exception):
-            raise w.store
-        return w.store, None
-
-    def fake_set(ctx, name: str, value: str | None) -> None:  # type: ignore[no-untyped-def]
-        if value is None:
-            w.attributes.pop(name, None)
-        else:
-            w.attributes[name] = value
-
-    def fake_find(ctx, name: str):  # type: ignore[no-untyped-def]
-        found = w.images.get(name)
-        return None if found is None else Resolved("n1", name, found)
-
-    def fake_tag(ctx, image_id: str, name: str) -> None:  # type: ignore[no-untyped-def]
-        if w.tag_error is not None:
-            raise w.tag_error
-        w.tagged.append((image_id, name))
-        info = w.images[image_id]
-        w.store = Resolved("n1", name, replace(info, names=(name, *info.names)))
-
-    monkeypatch.setattr(agent, "_resolve", fake_resolve)
-    monkeypatch.setattr(agent, "_set_attribute", fake_set)
-    monkeypatch.setattr(agent, "_find", fake_find)
-    monkeypatch.setattr(agent, "_running_images", lambda ctx, name: w.running)
-    monkeypatch.setattr(agent, "_tag", fake_tag)
-    return w
+def world() -> World:
+    return World()
 
 
 @dataclass
@@ -110,7 +136,8 @@ def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
 
 
-def act(action: str, state_dir: Path, **params: str) -> Result:
+def act(ports: agent.Ports, action: str, state_dir: Path, **params: str) -> Result:
+    """Run ``action`` of the agent whose actions reach the node through ``ports``."""
     env = {
         "OCF_ROOT": "/usr/lib/ocf",
         "OCF_RESOURCE_INSTANCE": "svc-guard",
@@ -125,7 +152,7 @@ def act(action: str, state_dir: Path, **params: str) -> Result:
     for key, value in params.items():
         env[key if key.startswith(("OCF_", "HA_")) else f"OCF_RESKEY_{key}"] = value
     out, err = io.StringIO(), io.StringIO()
-    rc = run(agent.AGENT, [action], env, stdout=out, stderr=err)
+    rc = run(agent.guard(ports), [action], env, stdout=out, stderr=err)
     return Result(rc, out.getvalue(), err.getvalue())
 
 
@@ -167,7 +194,7 @@ def test_fit_takes_the_first_candidate_that_fits() -> None:
 
 def test_validate_level_0_checks_parameters_only(world: World, state_dir: Path) -> None:
     world.store = None  # the name is absent: level 0 must not care
-    result = act("validate-all", state_dir)
+    result = act(world, "validate-all", state_dir)
     assert result.rc == OCFRC.SUCCESS
     assert world.resolves == 0
 
@@ -175,7 +202,7 @@ def test_validate_level_0_checks_parameters_only(world: World, state_dir: Path) 
 def test_validate_refuses_a_malformed_image_with_a_short_reason(
     world: World, state_dir: Path
 ) -> None:
-    result = act("validate-all", state_dir, image="Bad:://" + "x" * 300)
+    result = act(world, "validate-all", state_dir, image="Bad:://" + "x" * 300)
     assert result.rc == OCFRC.ERR_CONFIGURED
     assert len(result.reasons) == 1
     assert result.reasons[0].startswith("image: ")
@@ -183,14 +210,14 @@ def test_validate_refuses_a_malformed_image_with_a_short_reason(
 
 
 def test_validate_requires_the_image(world: World, state_dir: Path) -> None:
-    result = act("validate-all", state_dir, image="")
+    result = act(world, "validate-all", state_dir, image="")
     assert result.rc == OCFRC.ERR_CONFIGURED
     assert "image" in result.reasons[0]
 
 
 @pytest.mark.parametrize("url", ["tcp://127.0.0.1:8080", "ssh://root@h/run/podman/podman.sock"])
 def test_validate_refuses_a_remote_podman_url(world: World, state_dir: Path, url: str) -> None:
-    result = act("validate-all", state_dir, podman_url=url)
+    result = act(world, "validate-all", state_dir, podman_url=url)
     assert result.rc == OCFRC.ERR_CONFIGURED
     assert "unix://" in result.reasons[0]
     assert len(result.reasons[0]) <= agent.REASON_MAX
@@ -198,16 +225,16 @@ def test_validate_refuses_a_remote_podman_url(world: World, state_dir: Path, url
 
 def test_validate_level_10_needs_the_name_here(world: World, state_dir: Path) -> None:
     world.store = None
-    assert act("validate-all", state_dir, OCF_CHECK_LEVEL="10").rc == OCFRC.ERR_INSTALLED
+    assert act(world, "validate-all", state_dir, OCF_CHECK_LEVEL="10").rc == OCFRC.ERR_INSTALLED
     world.store = resolved()
-    assert act("validate-all", state_dir, OCF_CHECK_LEVEL="10").rc == OCFRC.SUCCESS
+    assert act(world, "validate-all", state_dir, OCF_CHECK_LEVEL="10").rc == OCFRC.SUCCESS
 
 
 # --------------------------------------------------------------------------- start / stop
 
 
 def test_start_refuses_a_missing_name_with_rc_5_and_the_fix(world: World, state_dir: Path) -> None:
-    result = act("start", state_dir)
+    result = act(world, "start", state_dir)
     assert result.rc == OCFRC.ERR_INSTALLED
     assert result.reasons == [
         f"{FLOATING} missing on controller-1; fix: pcmkimg update --node controller-1 svc "
@@ -228,15 +255,15 @@ def test_start_refuses_a_missing_name_with_rc_5_and_the_fix(world: World, state_
 def test_exit_reasons_fit_in_128_characters(
     world: World, state_dir: Path, image: str, node: str
 ) -> None:
-    start = act("start", state_dir, image=image, CRM_meta_on_node=node)
+    start = act(world, "start", state_dir, image=image, CRM_meta_on_node=node)
     assert start.rc == OCFRC.ERR_INSTALLED
     assert len(start.reasons) == 1 and len(start.reasons[0]) <= agent.REASON_MAX
     assert "missing" in start.reasons[0]
 
     world.store = resolved()
-    assert act("start", state_dir, image=image, CRM_meta_on_node=node).rc == OCFRC.SUCCESS
+    assert act(world, "start", state_dir, image=image, CRM_meta_on_node=node).rc == OCFRC.SUCCESS
     world.store = None
-    degraded = act("monitor", state_dir, image=image, CRM_meta_on_node=node)
+    degraded = act(world, "monitor", state_dir, image=image, CRM_meta_on_node=node)
     assert degraded.rc == OCFRC.DEGRADED
     assert len(degraded.reasons) == 1 and len(degraded.reasons[0]) <= agent.REASON_MAX
     assert "vanished" in degraded.reasons[0]
@@ -244,20 +271,20 @@ def test_exit_reasons_fit_in_128_characters(
 
 def test_start_records_state_and_publishes_the_real_image(world: World, state_dir: Path) -> None:
     world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
-    result = act("start", state_dir)
+    result = act(world, "start", state_dir)
     assert result.rc == OCFRC.SUCCESS, result.stderr
     assert world.attributes == {"pcmkimg-svc": f"reg.example.com/ns1/svc:1.0@{DIGEST}"}
     state = state_dir / "svc-guard.state"
     assert stat.S_IMODE(state.stat().st_mode) == 0o600
     assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
-    assert act("start", state_dir).rc == OCFRC.SUCCESS  # a started resource starts again
+    assert act(world, "start", state_dir).rc == OCFRC.SUCCESS  # a started resource starts again
 
 
 def test_start_refuses_a_state_dir_others_can_write(world: World, state_dir: Path) -> None:
     world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
     state_dir.mkdir(mode=0o777)
     state_dir.chmod(0o777)
-    result = act("start", state_dir)
+    result = act(world, "start", state_dir)
     assert result.rc == OCFRC.ERR_PERM
     assert "not writable by others" in result.stderr
     assert not (state_dir / "svc-guard.state").exists()
@@ -269,31 +296,31 @@ def test_start_never_writes_through_a_planted_symlink(world: World, state_dir: P
     victim = state_dir.parent / "victim"
     victim.write_text("keep")
     (state_dir / "svc-guard.tmp").symlink_to(victim)
-    assert act("start", state_dir).rc == OCFRC.SUCCESS
+    assert act(world, "start", state_dir).rc == OCFRC.SUCCESS
     assert victim.read_text() == "keep"
     assert not (state_dir / "svc-guard.state").is_symlink()
 
 
 def test_attribute_parameter_overrides_the_name(world: World, state_dir: Path) -> None:
     world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
-    assert act("start", state_dir, attribute="galera-image").rc == OCFRC.SUCCESS
+    assert act(world, "start", state_dir, attribute="galera-image").rc == OCFRC.SUCCESS
     assert set(world.attributes) == {"galera-image"}
-    assert act("stop", state_dir, attribute="galera-image").rc == OCFRC.SUCCESS
+    assert act(world, "stop", state_dir, attribute="galera-image").rc == OCFRC.SUCCESS
     assert world.attributes == {}
 
 
 def test_stop_clears_state_and_attribute_and_is_idempotent(world: World, state_dir: Path) -> None:
     world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
-    act("start", state_dir)
-    assert act("stop", state_dir).rc == OCFRC.SUCCESS
+    act(world, "start", state_dir)
+    assert act(world, "stop", state_dir).rc == OCFRC.SUCCESS
     assert world.attributes == {}
     assert not (state_dir / "svc-guard.state").exists()
-    assert act("stop", state_dir).rc == OCFRC.SUCCESS
+    assert act(world, "stop", state_dir).rc == OCFRC.SUCCESS
 
 
 def test_stop_succeeds_even_when_misconfigured(world: World, state_dir: Path) -> None:
-    assert act("stop", state_dir, image="").rc == OCFRC.SUCCESS
-    assert act("stop", state_dir, image="Bad:://x").rc == OCFRC.SUCCESS
+    assert act(world, "stop", state_dir, image="").rc == OCFRC.SUCCESS
+    assert act(world, "stop", state_dir, image="Bad:://x").rc == OCFRC.SUCCESS
 
 
 def test_the_attribute_never_fails_the_guard_even_when_its_adapter_cannot_load(
@@ -315,7 +342,7 @@ def test_the_attribute_never_fails_the_guard_even_when_its_adapter_cannot_load(
         log = Log()
 
     for value in (None, "reg.example.com/ns1/svc:1.0@sha256:" + "a" * 64):
-        agent._set_attribute(Ctx(), "pcmkimg-svc", value)  # type: ignore[arg-type]
+        agent._set_attribute(Ctx(), agent.Ports(), "pcmkimg-svc", value)  # type: ignore[arg-type]
     assert len(Log.said) == 2
     assert all(t.startswith("could not update node attribute pcmkimg-svc: ") for t in Log.said)
 
@@ -326,29 +353,29 @@ def test_the_attribute_never_fails_the_guard_even_when_its_adapter_cannot_load(
 @pytest.fixture
 def started(world: World, state_dir: Path) -> Iterator[World]:
     world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
-    assert act("start", state_dir).rc == OCFRC.SUCCESS
+    assert act(world, "start", state_dir).rc == OCFRC.SUCCESS
     yield world
 
 
 def test_monitor_of_a_stopped_guard_is_7_without_touching_the_store(
     world: World, state_dir: Path
 ) -> None:
-    assert act("monitor", state_dir).rc == OCFRC.NOT_RUNNING
-    assert act("monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING  # probe
-    assert act("monitor", state_dir, interval="0", image="").rc == OCFRC.NOT_RUNNING
+    assert act(world, "monitor", state_dir).rc == OCFRC.NOT_RUNNING
+    assert act(world, "monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING  # probe
+    assert act(world, "monitor", state_dir, interval="0", image="").rc == OCFRC.NOT_RUNNING
     assert world.resolves == 0
 
 
 def test_monitor_running_is_0(started: World, state_dir: Path) -> None:
-    assert act("monitor", state_dir).rc == OCFRC.SUCCESS
-    assert act("monitor", state_dir, interval="0").rc == OCFRC.SUCCESS
+    assert act(started, "monitor", state_dir).rc == OCFRC.SUCCESS
+    assert act(started, "monitor", state_dir, interval="0").rc == OCFRC.SUCCESS
 
 
 def test_monitor_is_degraded_when_the_name_vanished_and_no_image_is_left(
     started: World, state_dir: Path
 ) -> None:
     started.store = None  # the name is gone, and so is the image recorded at start
-    result = act("monitor", state_dir)
+    result = act(started, "monitor", state_dir)
     assert result.rc == OCFRC.DEGRADED
     assert result.reasons == [
         f"{FLOATING} vanished; fix: pcmkimg update --node controller-1 svc --image REF"
@@ -369,7 +396,7 @@ def test_monitor_heals_a_vanished_name_with_the_recorded_image(
     started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")
     started.running = (ID_B,)  # the recorded image comes first
     log = tmp_path / "agent.log"
-    result = act("monitor", state_dir, HA_LOGFILE=str(log))
+    result = act(started, "monitor", state_dir, HA_LOGFILE=str(log))
     assert result.rc == OCFRC.SUCCESS, result.stderr
     assert result.reasons == []
     assert started.tagged == [(ID_A, FLOATING)]
@@ -381,7 +408,7 @@ def test_monitor_heals_a_vanished_name_with_the_recorded_image(
     assert (state_dir / "svc-guard.state").read_text() == recorded
     assert started.attributes == shown
     # The next monitor finds the name: nothing more to do.
-    assert act("monitor", state_dir).rc == OCFRC.SUCCESS
+    assert act(started, "monitor", state_dir).rc == OCFRC.SUCCESS
     assert started.tagged == [(ID_A, FLOATING)]
 
 
@@ -391,7 +418,7 @@ def test_monitor_heals_with_the_image_the_replica_runs_when_the_recorded_one_is_
     started.store = None
     started.images[ID_B] = image(ID_B, "reg.example.com/ns2/svc:1.1")
     started.running = (ID_B,)
-    result = act("monitor", state_dir)
+    result = act(started, "monitor", state_dir)
     assert result.rc == OCFRC.SUCCESS, result.stderr
     assert started.tagged == [(ID_B, FLOATING)]
     # The name is on another image now: the state and the attribute follow it.
@@ -406,7 +433,7 @@ def test_monitor_does_not_guess_between_images_that_replicas_run(
     started.images[ID_B] = image(ID_B, "reg.example.com/ns2/svc:1.1")
     started.images[ID_C] = image(ID_C, "reg.example.com/ns2/svc:1.2")
     started.running = (ID_B, ID_C)
-    result = act("monitor", state_dir)
+    result = act(started, "monitor", state_dir)
     assert result.rc == OCFRC.DEGRADED
     assert "vanished" in result.reasons[0]
     assert started.tagged == []
@@ -437,7 +464,7 @@ def test_monitor_whose_heal_is_refused_is_degraded_with_the_reason(
     started.store = None
     started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")
     started.tag_error = refusal
-    result = act("monitor", state_dir)
+    result = act(started, "monitor", state_dir)
     assert result.rc == OCFRC.DEGRADED
     assert len(result.reasons) == 1 and len(result.reasons[0]) <= agent.REASON_MAX
     assert result.reasons[0].startswith(f"{FLOATING} vanished; re-tag failed: ")
@@ -447,50 +474,44 @@ def test_monitor_whose_heal_is_refused_is_degraded_with_the_reason(
 
 
 def test_monitor_is_degraded_when_the_store_cannot_be_read_during_a_heal(
-    started: World, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+    started: World, state_dir: Path
 ) -> None:
     started.store = None
-
-    def unreadable(ctx, name):  # type: ignore[no-untyped-def]
-        raise agent.OCFError(OCFRC.ERR_GENERIC, "image store unreadable: boom")
-
-    monkeypatch.setattr(agent, "_find", unreadable)
-    result = act("monitor", state_dir)
+    started.find_error = unreadable()
+    result = act(started, "monitor", state_dir)
     assert result.rc == OCFRC.DEGRADED
-    assert result.reasons == ["running; image store unreadable: boom"]
+    assert result.reasons == ["running; image store unreadable: node controller-1: boom"]
     assert started.tagged == []
 
 
 def test_monitor_is_degraded_when_the_store_cannot_be_read(started: World, state_dir: Path) -> None:
-    started.store = agent.OCFError(OCFRC.ERR_GENERIC, "image store unreadable: boom")
-    result = act("monitor", state_dir)
+    started.store = unreadable()
+    result = act(started, "monitor", state_dir)
     assert result.rc == OCFRC.DEGRADED
     assert "image store unreadable" in result.reasons[0]
 
 
 def test_start_fails_generic_when_the_store_cannot_be_read(world: World, state_dir: Path) -> None:
-    world.store = agent.OCFError(OCFRC.ERR_GENERIC, "image store unreadable: boom")
-    assert act("start", state_dir).rc == OCFRC.ERR_GENERIC
+    world.store = unreadable()
+    assert act(world, "start", state_dir).rc == OCFRC.ERR_GENERIC
 
 
 def test_monitor_republishes_when_the_tag_moved(started: World, state_dir: Path) -> None:
     started.store = resolved(ID_B, "reg.example.com/ns2/svc:1.1")
-    assert act("monitor", state_dir).rc == OCFRC.SUCCESS
+    assert act(started, "monitor", state_dir).rc == OCFRC.SUCCESS
     assert started.attributes["pcmkimg-svc"] == f"reg.example.com/ns2/svc:1.1@{DIGEST}"
     assert ID_B in (state_dir / "svc-guard.state").read_text()
 
 
-def test_resolve_maps_a_store_error_to_a_short_generic_failure(
-    monkeypatch: pytest.MonkeyPatch, state_dir: Path
-) -> None:
-    from pcmkimg.adapters import localstore
+def test_resolve_maps_a_store_error_to_a_short_generic_failure(state_dir: Path) -> None:
+    class Broken(Attributes):
+        """The podman command fails (the socket is not there: the real ports' fallback)."""
 
-    def broken(*args: object, **kw: object) -> None:
-        raise StoreError("podman said: " + "z" * 300, "look at it", node="controller-1")
+        def resolve_with_cli(self, name: str, node: str) -> Resolved | None:
+            raise StoreError("podman said: " + "z" * 300, "look at it", node=node)
 
-    monkeypatch.setattr(localstore, "resolve_with_cli", broken)
-    monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
-    result = act("start", state_dir, podman_url=f"unix://{state_dir}/no-such.sock")
+    url = f"unix://{state_dir}/no-such.sock"
+    result = act(Broken(), "start", state_dir, podman_url=url)
     assert result.rc == OCFRC.ERR_GENERIC
     assert result.reasons[0].startswith("image store unreadable: ")
     assert len(result.reasons[0]) <= agent.REASON_MAX
@@ -654,7 +675,7 @@ def test_monitor_that_cannot_record_a_moved_tag_is_degraded_not_failed(
     """A failed monitor would restart the replica (order + colocation): degraded instead."""
     started.store = resolved(ID_B, "reg.example.com/ns2/svc:1.1")
     (state_dir / "svc-guard.tmp").mkdir()  # the new state can no longer be written
-    result = act("monitor", state_dir)
+    result = act(started, "monitor", state_dir)
     assert result.rc == OCFRC.DEGRADED
     assert "could not record the new image" in result.stderr
 
@@ -770,29 +791,32 @@ def test_running_images_of_a_name_with_the_podman_command(tmp_path: Path) -> Non
     ],
 )
 def test_every_fix_in_an_exit_reason_is_a_command_that_parses(
-    world: World, state_dir: Path, monkeypatch: pytest.MonkeyPatch, image: str, node: str
+    world: World, state_dir: Path, image: str, node: str
 ) -> None:
-    """The fix that a reason names runs as it reads: our own CLI parses it (not run here)."""
+    """The fix that a reason names runs as it reads: our own CLI parses it (click's own
+    parsing of the command line, its callback not run)."""
     import shlex
 
-    from click.testing import CliRunner
+    import click
 
     from pcmkimg import cli
 
     parsed: list[dict[str, object]] = []
-    monkeypatch.setattr(cli.update, "callback", lambda **params: parsed.append(params))
-    refused = act("start", state_dir, image=image, CRM_meta_on_node=node)
+    refused = act(world, "start", state_dir, image=image, CRM_meta_on_node=node)
     world.store = resolved()
-    assert act("start", state_dir, image=image, CRM_meta_on_node=node).rc == OCFRC.SUCCESS
+    assert act(world, "start", state_dir, image=image, CRM_meta_on_node=node).rc == OCFRC.SUCCESS
     world.store = None
-    degraded = act("monitor", state_dir, image=image, CRM_meta_on_node=node)
+    degraded = act(world, "monitor", state_dir, image=image, CRM_meta_on_node=node)
     reasons = refused.reasons + degraded.reasons
     assert len(reasons) == 2
     for reason in reasons:
         command = shlex.split(reason.split("; fix: ", 1)[1])
         assert command[:2] == ["pcmkimg", "update"], reason
-        result = CliRunner().invoke(cli.cli, command[1:])
-        assert result.exit_code == 0, f"{reason}: {result.output}"
+        top = click.Context(cli.cli, info_name="pcmkimg")
+        name, update, args = cli.cli.resolve_command(top, command[1:])
+        assert update is cli.update, reason
+        with update.make_context(name, args, parent=top) as parsing:  # UsageError if it fails
+            parsed.append(parsing.params)
     assert [p["image"] for p in parsed] == ["REF", "REF"]
     assert all(p["nodes"] in ((node,), ("NODE",)) for p in parsed)
 
@@ -821,7 +845,7 @@ def test_a_probe_answers_7_when_the_name_does_not_resolve(started: World, state_
     name is gone: the replica could then start here and pull the name."""
     started.store = None
     started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")  # recorded, still here
-    result = act("monitor", state_dir, interval="0")
+    result = act(started, "monitor", state_dir, interval="0")
     assert result.rc == OCFRC.NOT_RUNNING, result.stderr
     assert started.tagged == []  # a probe never gives the name back from its records
 
@@ -835,7 +859,7 @@ def test_a_probe_gives_the_name_back_to_the_image_a_running_replica_runs(
     started.images[ID_A] = image(ID_A, "reg.example.com/ns1/svc:1.0")
     started.images[ID_B] = image(ID_B, "reg.example.com/ns1/svc:1.1")
     started.running = (ID_B,)
-    result = act("monitor", state_dir, interval="0")
+    result = act(started, "monitor", state_dir, interval="0")
     assert result.rc == OCFRC.SUCCESS, result.stderr
     assert started.tagged == [(ID_B, FLOATING)]
 
@@ -848,13 +872,13 @@ def test_unknown_keys_in_the_state_are_ignored(
     recurring monitor makes Pacemaker restart the replica."""
     world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
     write_legacy_state(state_dir, written_by="pcmkimg 9.9", answer_digest="x")
-    assert act("monitor", state_dir, interval=interval).rc == OCFRC.SUCCESS
+    assert act(world, "monitor", state_dir, interval=interval).rc == OCFRC.SUCCESS
     # The same in the agent's own format.
-    assert act("start", state_dir).rc == OCFRC.SUCCESS
+    assert act(world, "start", state_dir).rc == OCFRC.SUCCESS
     for path in state_dir.iterdir():
         if path.suffix == ".state":
             path.write_bytes(path.read_bytes().replace(b"\n", b"\nfuture_key=1\n", 1))
-    assert act("monitor", state_dir, interval=interval).rc == OCFRC.SUCCESS
+    assert act(world, "monitor", state_dir, interval=interval).rc == OCFRC.SUCCESS
 
 
 def test_a_state_dir_others_can_write_is_trusted_by_no_action(
@@ -868,10 +892,12 @@ def test_a_state_dir_others_can_write_is_trusted_by_no_action(
     world.attributes["pcmkimg-svc"] = "stale"
     state_dir.chmod(0o777)
     log = tmp_path / "agent.log"
-    assert act("monitor", state_dir, interval="0", HA_LOGFILE=str(log)).rc == OCFRC.NOT_RUNNING
+    assert (
+        act(world, "monitor", state_dir, interval="0", HA_LOGFILE=str(log)).rc == OCFRC.NOT_RUNNING
+    )
     assert "writable by others" in log.read_text()
-    assert act("monitor", state_dir).rc == OCFRC.NOT_RUNNING
-    assert act("stop", state_dir).rc == OCFRC.SUCCESS
+    assert act(world, "monitor", state_dir).rc == OCFRC.NOT_RUNNING
+    assert act(world, "stop", state_dir).rc == OCFRC.SUCCESS
     assert world.attributes == {"victim": "keep"}  # the guard's own attribute only
 
 
@@ -882,8 +908,8 @@ def test_a_symlinked_state_file_is_not_trusted(
     elsewhere = write_legacy_state(tmp_path / "elsewhere")
     state_dir.mkdir(mode=0o700)
     (state_dir / "svc-guard.json").symlink_to(elsewhere)
-    assert act("monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
-    assert act("monitor", state_dir).rc == OCFRC.NOT_RUNNING
+    assert act(world, "monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
+    assert act(world, "monitor", state_dir).rc == OCFRC.NOT_RUNNING
 
 
 def test_a_state_file_of_another_owner_or_writable_by_others_is_not_trusted(
@@ -894,12 +920,12 @@ def test_a_state_file_of_another_owner_or_writable_by_others_is_not_trusted(
     world.store = resolved(ID_A, "reg.example.com/ns1/svc:1.0")
     path = write_legacy_state(state_dir)
     path.chmod(0o666)
-    assert act("monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
+    assert act(world, "monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
     path.chmod(0o600)
-    assert act("monitor", state_dir, interval="0").rc == OCFRC.SUCCESS
+    assert act(world, "monitor", state_dir, interval="0").rc == OCFRC.SUCCESS
     if os.geteuid() == 0:
         os.chown(path, 65534, 65534)
-        assert act("monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
+        assert act(world, "monitor", state_dir, interval="0").rc == OCFRC.NOT_RUNNING
 
 
 # --------------------------------------------------------------------------- the monitor's cost
@@ -945,13 +971,12 @@ def imported(*argv: str, env: dict[str, str] | None = None) -> tuple[int, set[st
 
 
 def test_monitor_that_finds_the_name_stays_within_its_module_budget(
-    api_socket: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+    api_socket: Path, state_dir: Path
 ) -> None:
     """The monitor runs every 30 s on every node: the standard library's cheapest modules
     only, no dataclasses, enum, re or json (what it compares is in the state, as recorded)."""
-    monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
     url = f"unix://{api_socket}"
-    assert act("start", state_dir, podman_url=url).rc == OCFRC.SUCCESS
+    assert act(Attributes(), "start", state_dir, podman_url=url).rc == OCFRC.SUCCESS
     env = {
         "PATH": "/usr/bin:/bin",
         "OCF_ROOT": "/usr/lib/ocf",
@@ -990,11 +1015,10 @@ def test_the_state_format_round_trips_and_keeps_the_answer_exactly() -> None:
     assert agent.parse_state(b"{not json") is None
 
 
-def served_state(stand_in: StandIn, state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def served_state(stand_in: StandIn, state_dir: Path, ports: Attributes) -> str:
     """A guard started against the stand-in socket; its podman_url."""
-    monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
     url = stand_in.url
-    assert act("start", state_dir, podman_url=url).rc == OCFRC.SUCCESS
+    assert act(ports, "start", state_dir, podman_url=url).rc == OCFRC.SUCCESS
     return url
 
 
@@ -1006,34 +1030,39 @@ def inspect_answer(image_id: str, *tags: str) -> bytes:
 
 
 def test_a_changed_answer_for_the_same_image_is_recorded_without_a_republish(
-    stand_in: StandIn, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+    stand_in: StandIn, state_dir: Path
 ) -> None:
     stand_in.answer = inspect_answer(ID_A, "reg.example.com/ns1/svc:1.0")
-    url = served_state(stand_in, state_dir, monkeypatch)
+    ports = Attributes()
+    url = served_state(stand_in, state_dir, ports)
     published: list[object] = []
-    monkeypatch.setattr(agent, "_set_attribute", lambda ctx, name, value: published.append(value))
+
+    class Recorded(Attributes):
+        def set_attribute(self, node: str, name: str, value: str | None) -> None:
+            published.append(value)
+
+    ports = Recorded()
     # Another name on the same image (the rollback name, say): same image, same attribute.
     stand_in.answer = inspect_answer(
         ID_A, "reg.example.com/ns1/svc:1.0", "cluster.common.tag/svc:pcmkprevious"
     )
-    assert act("monitor", state_dir, podman_url=url).rc == OCFRC.SUCCESS
+    assert act(ports, "monitor", state_dir, podman_url=url).rc == OCFRC.SUCCESS
     assert published == []
     state = agent.parse_state((state_dir / "svc-guard.state").read_bytes())
     assert state is not None and state.answer == stand_in.answer.partition(b"\r\n\r\n")[2]
     # The name moved to another image: published again.
     stand_in.answer = inspect_answer(ID_B, "reg.example.com/ns1/svc:1.1")
-    assert act("monitor", state_dir, podman_url=url).rc == OCFRC.SUCCESS
+    assert act(ports, "monitor", state_dir, podman_url=url).rc == OCFRC.SUCCESS
     assert published == [f"reg.example.com/ns1/svc:1.1@{DIGEST}"]
     state = agent.parse_state((state_dir / "svc-guard.state").read_bytes())
     assert state is not None and state.image_id == ID_B
 
 
 def test_an_unexpected_api_answer_is_a_short_generic_failure(
-    stand_in: StandIn, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+    stand_in: StandIn, state_dir: Path
 ) -> None:
-    monkeypatch.setattr(agent, "_set_attribute", lambda *a: None)
     stand_in.answer = http("500 Internal Server Error", {"message": "x" * 300})
-    result = act("start", state_dir, podman_url=stand_in.url)
+    result = act(Attributes(), "start", state_dir, podman_url=stand_in.url)
     assert result.rc == OCFRC.ERR_GENERIC
     assert result.reasons == ["image store unreadable: HTTP/1.0 500 Internal Server Error"]
 
