@@ -30,6 +30,7 @@ from pcmkimg.errors import (
     PcmkimgError,
     Refused,
     Unreachable,
+    UsageError,
 )
 
 # Each command imports what only it uses (its workflow, the lease, the podman-py stores) when it
@@ -310,9 +311,31 @@ def check(cib_file: str | None) -> None:
     raise failed
 
 
+def _services(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple:  # type: ignore[type-arg]
+    """One SERVICE (with --image), or SERVICE=REF arguments: never two plain names."""
+    if len(value) > 1 and any("=" not in v for v in value):
+        raise click.BadParameter(
+            f"{' '.join(value)}: give one SERVICE (with --image REF), or SERVICE=REF arguments"
+        )
+    return value
+
+
 @cli.command()
-@click.argument("service", **completes(complete_service))
-@click.option("--image", "image", required=True, help="The real image REF to run.")
+@click.argument(
+    "services",
+    nargs=-1,
+    metavar="SERVICE | SERVICE=REF...",
+    callback=_services,
+    **completes(complete_service),
+)
+@click.option("--image", "image", default=None, help="The real image REF to run (one SERVICE).")
+@click.option(
+    "--images",
+    "images_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A release: a file of 'SERVICE = REF [DIGEST]' lines, every service node by node.",
+)
 @click.option(
     "--node",
     "nodes",
@@ -320,35 +343,82 @@ def check(cib_file: str | None) -> None:
     **completes(complete_node),
     help="A node to update (repeatable).",
 )
-@click.option("--all", "every", is_flag=True, help="Every node that can run the bundle.")
+@click.option("--all", "every", is_flag=True, help="Every node that can run the bundle(s).")
 @click.option("--digest", default=None, help="Refuse an image with another digest (sha256:...).")
 @click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
 @timeout_option(300, "Seconds to wait for each restart.")
 @click.option("--no-restart", is_flag=True, help="Pull and retag only; restart nothing.")
+@click.option(
+    "--soak",
+    type=click.FloatRange(0, 86400),
+    default=0,
+    show_default=True,
+    help="Seconds to watch a node's restarted replicas before the next node.",
+)
 def update(
-    service: str,
-    image: str,
+    services: tuple[str, ...],
+    image: str | None,
+    images_file: str | None,
     nodes: tuple[str, ...],
     every: bool,
     digest: str | None,
     dry_run: bool,
     timeout: int,
     no_restart: bool,
+    soak: float,
 ) -> None:
-    """Per-node minor update of SERVICE to --image, one node at a time."""
+    """Per-node minor update of SERVICE to --image, one node at a time; or a release: every
+    SERVICE=REF (or the lines of --images FILE) node by node, each node's services together."""
     from pcmkimg.progress import PullDisplay
-    from pcmkimg.workflows import update
 
+    if image is not None:
+        if len(services) != 1 or "=" in services[0] or images_file is not None:
+            raise UsageError(
+                "--image REF goes with exactly one SERVICE",
+                "for several services give SERVICE=REF arguments or --images FILE",
+            )
+    elif not services and images_file is None:
+        raise UsageError(
+            "nothing to update: give SERVICE --image REF, SERVICE=REF..., or --images FILE",
+            "e.g. pcmkimg update galera --image REGISTRY/NS/MARIADB:TAG --all",
+        )
+    elif digest is not None:
+        raise UsageError(
+            "--digest goes with --image; in a release each line carries its own digest",
+            "write SERVICE=REF DIGEST, or 'SERVICE = REF DIGEST' in the file",
+        )
     env = _env()
-    request = update.UpdateRequest(
-        service, image, nodes, every, digest, not no_restart, timeout, dry_run
-    )
-    # One updating line per node on a terminal.
-    outcome = update.run(_context(env, progress=PullDisplay(sys.stderr)), request)
-    if outcome.report is None:
-        env.out(outcome.as_dict(), outcome.plan.lines())
+    ctx = _context(env, progress=PullDisplay(sys.stderr))  # one updating line per node
+    if image is not None and not soak:
+        from pcmkimg.workflows import update
+
+        request = update.UpdateRequest(
+            services[0], image, nodes, every, digest, not no_restart, timeout, dry_run
+        )
+        outcome = update.run(ctx, request)
+        lines = outcome.plan.lines() if outcome.report is None else [outcome.report.summary()]
+        env.out(outcome.as_dict(), lines)
         return
-    env.out(outcome.as_dict(), [outcome.report.summary()])
+    from pathlib import Path
+
+    from pcmkimg.workflows import release
+
+    pairs = services if image is None else (f"{services[0]}={image} {digest or ''}".strip(),)
+    found = release.run(
+        ctx,
+        release.ReleaseRequest(
+            pairs,
+            Path(images_file) if images_file else None,
+            nodes,
+            every,
+            not no_restart,
+            timeout,
+            soak,
+            dry_run,
+        ),
+    )
+    lines = found.plan.lines() if found.report is None else [found.report.summary()]
+    env.out(found.as_dict(), lines)
 
 
 @cli.command()

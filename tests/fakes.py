@@ -264,8 +264,13 @@ class FakeCluster:
         config: str | cib.Element = "base.xml",
         mon: str = "mon-ok.xml",
         timeout: float | None = None,
+        bundles: Sequence[str] = (BUNDLE_ID,),
     ) -> None:
         self.stores = stores
+        self.bundles = tuple(bundles)
+        """The bundles whose replicas are the containers running in the stores (named
+        ``BUNDLE-podman-N`` for the node ``NODES[N]``); the others' replicas come from the
+        crm_mon fixture as they are."""
         self.config = fixtures.cib(config) if isinstance(config, str) else config
         self.mon = fixtures.mon(mon)
         self.base = cib.cluster_status(self.mon)
@@ -274,8 +279,9 @@ class FakeCluster:
         self.events: list[tuple[str, ...]] = []
         self.failed: set[str] = set()
         self.extra_failures: list[cib.Failure] = []
-        self.restart_errors: dict[str, tuple[PcmkimgError, bool]] = {}
-        """node -> (the error its next restart raises, whether the replica stopped first)."""
+        self.restart_errors: dict[object, tuple[PcmkimgError, bool]] = {}
+        """node (the bundle's) or (node, bundle) -> (the error its next restart raises,
+        whether the replica stopped first)."""
         self.starts_on_cleanup = True
         self.own_bans: list[str] = []
         """What :meth:`remove_own_bans` finds (and removes) the next time it is asked."""
@@ -334,29 +340,36 @@ class FakeCluster:
 
     def status(self) -> cib.ClusterStatus:
         ours = []
-        for i, node in enumerate(NODES):
-            store = self.stores.get(node)
-            up = store is not None and container_of(node) in store.running
-            ours.append(
-                cib.ReplicaStatus(
-                    bundle_id=BUNDLE_ID,
-                    replica=i,
-                    container_id=container_of(node),
-                    node=node if up else None,
-                    role="Promoted" if up else "Stopped",
-                    container_role="Started" if up else "Stopped",
-                    active=up,
-                    failed=node in self.failed,
-                    managed=True,
-                    blocked=False,
+        for bundle_id in self.bundles:
+            for i, node in enumerate(NODES):
+                store = self.stores.get(node)
+                up = store is not None and container_of(node, bundle_id) in store.running
+                ours.append(
+                    cib.ReplicaStatus(
+                        bundle_id=bundle_id,
+                        replica=i,
+                        container_id=container_of(node, bundle_id),
+                        node=node if up else None,
+                        role="Promoted" if up else "Stopped",
+                        container_role="Started" if up else "Stopped",
+                        active=up,
+                        failed=node in self.failed,
+                        managed=True,
+                        blocked=False,
+                    )
                 )
-            )
-        others = tuple(r for r in self.base.replicas if r.bundle_id != BUNDLE_ID)
+        others = tuple(r for r in self.base.replicas if r.bundle_id not in self.bundles)
         return dataclasses.replace(
             self.base,
             replicas=(*ours, *others),
             failures=(*self.base.failures, *self.extra_failures),
         )
+
+    def _start_on(self, store: FakeStore, bundle_id: str, node: str) -> None:
+        """Start the bundle's container on what its image (in the CIB) names in the store."""
+        image = cib.bundle(self.config, bundle_id).image
+        floating = image if bundle_id != BUNDLE_ID else store.starts_on
+        store.start(container_of(node, bundle_id), store.names[key(floating)])
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -391,8 +404,9 @@ class FakeCluster:
             f for f in self.extra_failures if not (f.resource == resource and f.node == node)
         ]
         store = self.stores[node]
-        if self.starts_on_cleanup and container_of(node) not in store.running:
-            store.start(container_of(node))
+        bundle_id = resource if resource in self.bundles else BUNDLE_ID
+        if self.starts_on_cleanup and container_of(node, bundle_id) not in store.running:
+            self._start_on(store, bundle_id, node)
 
     def refresh(self, resource: str, node: str | None = None) -> None:
         self.events.append(("refresh", resource, node or ""))
@@ -413,7 +427,7 @@ class FakeCluster:
 
     @contextlib.contextmanager
     def holding(self, bundle_id: str, timeout: float) -> Iterator[FakeHolds]:
-        assert bundle_id == BUNDLE_ID
+        assert bundle_id in self.bundles
         self._timeout(timeout)
         holds = FakeHolds(self.events)
         try:
@@ -424,21 +438,25 @@ class FakeCluster:
     def restart_replica(
         self, bundle_id: str, node: str, timeout: float, *, holds: FakeHolds | None = None
     ) -> None:
-        assert bundle_id == BUNDLE_ID
+        assert bundle_id in self.bundles
         self._timeout(timeout)
-        self.events.append(("restart", node))
+        self.events.append(
+            ("restart", node) if bundle_id == BUNDLE_ID else ("restart", node, bundle_id)
+        )
         store = self.stores[node]
-        error = self.restart_errors.pop(node, None)
+        error = self.restart_errors.pop((node, bundle_id), None)
+        if error is None and bundle_id == BUNDLE_ID:
+            error = self.restart_errors.pop(node, None)
         if error is not None:
             exc, stopped = error
             if stopped:
-                store.stop(container_of(node))
+                store.stop(container_of(node, bundle_id))
             raise exc
-        store.stop(container_of(node))
-        store.start(container_of(node))
+        store.stop(container_of(node, bundle_id))
+        self._start_on(store, bundle_id, node)
 
     def remove_own_bans(self, bundle_id: str, config: cib.Element | None = None) -> list[str]:
-        assert bundle_id == BUNDLE_ID
+        assert bundle_id in self.bundles
         if self.record_reads:
             self.events.append(("find-bans", bundle_id))
         found, self.own_bans = self.own_bans, []

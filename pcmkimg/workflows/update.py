@@ -173,10 +173,17 @@ class Updater:
         An interruption (Ctrl-C, SIGTERM) after the retag is not rolled back: the node keeps
         the floating name, and running the same update again finishes the job.
         """
+        self.check_others(bundle, res.node)
+        retag = self.retag_node(bundle, res, ref, target_id)
+        return self.restart_node(bundle, res, ref, target_id, restart, retag)
+
+    def retag_node(
+        self, bundle: plan.BundleRef, res: NodeResult, ref: Reference | str, target_id: str
+    ) -> images.Retagged:
+        """Move the floating name on ``res.node`` to ``target_id`` (the rollback name keeps
+        what it named), journaled; ``res`` says what moved."""
         node = res.node
-        self.check_others(bundle, node)
-        store = self.stores.get(node)
-        retag = store.retag(bundle.ref, target_id)
+        retag = self.stores.get(node).retag(bundle.ref, target_id)
         res.before = retag.old_id
         res.retagged = retag.moved
         res.after = retag.new_id
@@ -194,6 +201,20 @@ class Updater:
         if retag.moved:
             self.updated.add(node)
             self.say(f"{node}: {bundle.floating} now names {ref} ({target_id[:12]})")
+        return retag
+
+    def restart_node(
+        self,
+        bundle: plan.BundleRef,
+        res: NodeResult,
+        ref: Reference | str,
+        target_id: str,
+        restart: bool,
+        retag: images.Retagged,
+    ) -> NodeResult:
+        """After :meth:`retag_node`: restart the replica if needed and verify; roll this node
+        back if that fails, to exactly the names it had before."""
+        node = res.node
         try:
             # The holds of a restart that fails stay until the rollback is done: the replica
             # can only come back here, on the previous image.

@@ -1,0 +1,339 @@
+"""``pcmkimg update SERVICE=REF... | --images FILE``: a release, node by node, in one run.
+
+Every service of the release moves to its image on a node in that node's one turn: after one
+lease, one preflight of every bundle, and the pulls (each reference once per node, before any
+restart), each node in turn (see :func:`pcmkimg.core.release.plan_release` for the order):
+
+1. every other replica of every bundle of the release is as healthy as when the run started;
+2. every service's floating name is retagged there;
+3. its replicas restart in the services' order, each with the update's in-place restart (and
+   only when its container does not already run the new image: a bundle ordered after another
+   restarts with it, on its new image, and is not restarted again);
+4. with ``--soak S`` they are watched S seconds (still active, no new failed operation, as many
+   promoted instances);
+5. when anything fails there, every service moved on that node goes back to the image it ran
+   before (names restored exactly, replicas restarted and verified): the run stops, exit 6; the
+   nodes done before stay updated, and a re-run of the same command converges.
+
+A single service (``update SERVICE --image REF``) is the same machinery with one service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pcmkimg.adapters import lease as leasing
+from pcmkimg.adapters import pacemaker
+from pcmkimg.core import cib, plan, release, restart
+from pcmkimg.core import commands as cmd
+from pcmkimg.core.report import NodeResult
+from pcmkimg.core.tagplan import Retagged
+from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.workflows.context import Context
+from pcmkimg.workflows.update import UpdateFailed, Updater, one_of
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """``pcmkimg update SERVICE=REF... [--images FILE] (--node N... | --all)``."""
+
+    pairs: tuple[str, ...] = ()
+    """``SERVICE=REF`` arguments (``SERVICE = REF [DIGEST]`` lines of a file are the same)."""
+    images_file: Path | None = None
+    nodes: tuple[str, ...] = ()
+    every: bool = False
+    restart: bool = True
+    timeout: float = 300
+    soak: float = 0
+    """Seconds to watch a node's restarted replicas before the next node."""
+    dry_run: bool = False
+
+
+@dataclass
+class ReleaseReport:
+    """Per node, per service, what the release did."""
+
+    nodes: list[dict[str, NodeResult]] = field(default_factory=list)
+
+    def restarted(self) -> int:
+        return sum(r.restarted for per in self.nodes for r in per.values())
+
+    def summary(self) -> str:
+        done = sum(all(r.result != "pending" for r in per.values()) for per in self.nodes)
+        return f"{done} node(s) done, {self.restarted()} container(s) restarted"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "nodes": [
+                {
+                    "node": next(iter(per.values())).node if per else "",
+                    "services": {s: r.as_dict() for s, r in per.items()},
+                }
+                for per in self.nodes
+            ],
+            "restarted": self.restarted(),
+        }
+
+
+@dataclass
+class ReleaseOutcome:
+    plan: release.ReleasePlan
+    report: ReleaseReport | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        doc: dict[str, object] = {"plan": self.plan.lines(), "targets": list(self.plan.targets)}
+        if self.report is None:
+            return {**doc, "dry_run": True}
+        return {**doc, "report": self.report.as_dict(), "summary": self.report.summary()}
+
+
+def _lines(req: ReleaseRequest) -> list[tuple[str, str]]:
+    """The release's lines: the file's, then the arguments' (``SERVICE=REF``)."""
+    lines: list[tuple[str, str]] = []
+    if req.images_file is not None:
+        try:
+            text = req.images_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise release.ReleaseFileError(
+                f"--images {req.images_file}: cannot read it ({exc})",
+                "give a readable file of SERVICE = IMAGE [DIGEST] lines",
+            ) from None
+        lines += [(t, f"{req.images_file}:{n}") for n, t in enumerate(text.splitlines(), 1)]
+    for n, pair in enumerate(req.pairs, 1):
+        if "=" not in pair:
+            raise UsageError(
+                f"argument {pair!r}: give SERVICE=REF (several services), or one SERVICE "
+                "with --image REF",
+                "e.g. pcmkimg update galera=REGISTRY/NS/MARIADB:TAG rabbitmq=... --all",
+            )
+        lines.append((pair, f"argument {n}"))
+    return lines
+
+
+def plan_for(ctx: Context, req: ReleaseRequest) -> release.ReleasePlan:
+    """The plan (what ``--dry-run`` prints); bad input refused before the cluster is read."""
+    one_of(req.nodes, req.every)
+    entries = release.parse_release(_lines(req), ctx.scheme)
+    cluster = ctx.cluster.read_cluster()
+    nodes = None if req.every else list(req.nodes)
+    return release.plan_release(cluster, entries, nodes, ctx.scheme, restart=req.restart)
+
+
+def run(ctx: Context, req: ReleaseRequest) -> ReleaseOutcome:
+    the_plan = plan_for(ctx, req)
+    outcome = ReleaseOutcome(the_plan)
+    if req.dry_run:
+        return outcome
+    for line in the_plan.lines():
+        ctx.say(line)
+    report = ReleaseReport()
+    outcome.report = report
+    jrnl = ctx.journal()
+    with ctx.open_stores() as stores:
+        updaters = {
+            i.bundle.service: Updater(
+                ctx.cluster, stores, jrnl, ctx.say, req.timeout, ctx.lease_period, ctx.progress
+            )
+            for i in the_plan.items
+        }
+        try:
+            _run(ctx, the_plan, req, updaters, report)
+        except BaseException as exc:
+            if isinstance(exc, PcmkimgError):
+                exc.report = report.as_dict()
+            else:
+                exc.__dict__["report"] = report.as_dict()
+            with contextlib.suppress(OSError):
+                jrnl.record("aborted", service="release", error=str(exc))
+            raise
+    ctx.say(report.summary())
+    return outcome
+
+
+def _run(
+    ctx: Context,
+    the_plan: release.ReleasePlan,
+    req: ReleaseRequest,
+    updaters: dict[str, Updater],
+    report: ReleaseReport,
+) -> None:
+    first = next(iter(updaters.values()))
+    for item in the_plan.items:
+        first.record(
+            "start",
+            service=item.bundle.service,
+            bundle=item.bundle.id,
+            target=str(item.entry.image),
+            nodes=list(the_plan.targets),
+            release=[i.bundle.service for i in the_plan.items],
+        )
+    with leasing.held(ctx.cluster, ctx.lease_period, say=ctx.say) as held:
+        ctx.say(f"lease taken ({held.host}, pid {held.pid}, period {held.period:g}s)")
+        for u in updaters.values():
+            u.holding = held
+        _preflight(ctx, the_plan, updaters)
+        ids = _pull(the_plan, updaters)
+        for turn in the_plan.turns:
+            first.check_lease()
+            results = {s: NodeResult(turn.node) for s in turn.services}
+            report.nodes.append(results)  # in the report also when the turn fails
+            _turn(ctx, the_plan, turn, req, updaters, ids, results)
+    for item in the_plan.items:
+        first.record("done", service=item.bundle.service, summary=report.summary())
+
+
+def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, Updater]) -> None:
+    """The update's preflight for every bundle, in one read (again after removing what a
+    killed restart left); every problem of every bundle at once."""
+    cluster = ctx.cluster.read_cluster()
+    removed = []
+    for item in the_plan.items:
+        removed += ctx.cluster.remove_own_bans(item.bundle.id, cluster.config)
+    if removed:
+        for cid in removed:
+            ctx.say(f"removed {cid}, left behind by an earlier restart")
+        ctx.cluster.settle(next(iter(updaters.values())).timeout)
+        cluster = ctx.cluster.read_cluster()
+    problems: list[str] = []
+    for item in the_plan.items:
+        updater = updaters[item.bundle.service]
+        nodes = [t.node for t in the_plan.turns if item.bundle.service in t.services]
+        missing = updater.missing(nodes, item.bundle.ref)
+        problems += [
+            f"{item.bundle.service}: {p}"
+            for p in plan.preflight_problems(cluster, item.bundle.id, nodes, missing)
+        ]
+        updater.baseline = plan.health(cluster.status, item.bundle.id)
+    if problems:
+        raise plan.PreflightFailed(
+            "release refused: " + "; ".join(dict.fromkeys(problems)),
+            "fix these, then run the release again (`pcmkimg check` lists them)",
+        )
+
+
+def _pull(the_plan: release.ReleasePlan, updaters: dict[str, Updater]) -> dict[str, dict[str, str]]:
+    """Each distinct reference once on every node that needs it (the nodes in parallel, one
+    pull at a time per node), before any retag: reference -> node -> image ID. A failed pull
+    anywhere changes nothing anywhere."""
+    ids: dict[str, dict[str, str]] = {}
+    for item in the_plan.items:
+        ref = str(item.entry.image)
+        if ref in ids:
+            continue
+        nodes = [n for n, refs in the_plan.pulls.items() if ref in refs]
+        updater = updaters[item.bundle.service]
+        ids[ref] = updater.pull_all(nodes, item.entry.image, item.entry.digest)
+    return ids
+
+
+def _turn(
+    ctx: Context,
+    the_plan: release.ReleasePlan,
+    turn: release.NodeTurn,
+    req: ReleaseRequest,
+    updaters: dict[str, Updater],
+    ids: dict[str, dict[str, str]],
+    results: dict[str, NodeResult],
+) -> None:
+    """One node's turn: check, retag every service, restart in order, soak; on failure every
+    service moved here goes back."""
+    node = turn.node
+    for service in turn.services:
+        updaters[service].check_others(the_plan.item(service).bundle, node)
+    before = ctx.cluster.status().failures
+    retags = {}
+    for service in turn.services:
+        item = the_plan.item(service)
+        target = ids[str(item.entry.image)][node]
+        retags[service] = updaters[service].retag_node(
+            item.bundle, results[service], item.entry.image, target
+        )
+    done: list[str] = []
+    try:
+        for service in turn.services:
+            item = the_plan.item(service)
+            target = ids[str(item.entry.image)][node]
+            updaters[service].restart_node(
+                item.bundle, results[service], item.entry.image, target, req.restart,
+                retags[service],
+            )  # fmt: skip
+            done.append(service)
+        if req.soak > 0 and req.restart:
+            _soak(ctx, the_plan, turn, updaters, before, req.soak)
+    except (UpdateFailed, pacemaker.RestartFailedError) as exc:
+        _roll_back_the_rest(the_plan, turn, updaters, results, retags)
+        raise UpdateFailed(
+            f"release failed on {node}; every service moved there went back to its previous "
+            f"image: {exc.message}",
+            exc.fix,
+        ) from exc
+
+
+def _roll_back_the_rest(
+    the_plan: release.ReleasePlan,
+    turn: release.NodeTurn,
+    updaters: dict[str, Updater],
+    results: dict[str, NodeResult],
+    retags: dict[str, Retagged],
+) -> None:
+    """The services of the node that were not rolled back by their own failure (done, or not
+    yet restarted) go back too: names restored, replicas restarted on the previous image."""
+    for service in turn.services:
+        res = results[service]
+        if res.result in ("rolled-back", "rollback-failed", "failed"):
+            continue
+        retag = retags[service]
+        if not retag.moved or res.before is None:
+            res.result = res.result if res.result != "pending" else "unchanged"
+            continue
+        updater = updaters[service]
+        bundle = the_plan.item(service).bundle
+        with updater.cluster.holding(bundle.id, updater.timeout) as holds:
+            updater.rollback_node(bundle, turn.node, res, retag, holds)
+        res.result = "rolled-back"
+
+
+def _soak(
+    ctx: Context,
+    the_plan: release.ReleasePlan,
+    turn: release.NodeTurn,
+    updaters: dict[str, Updater],
+    before: Sequence[cib.Failure],
+    seconds: float,
+) -> None:
+    """Watch the node's replicas for ``seconds``: still active there, no new failed operation,
+    as many promoted instances as when the run started; else the node failed."""
+    ctx.say(f"{turn.node}: soaking {seconds:g}s")
+    config = ctx.cluster.query_cib()
+    end = time.monotonic() + seconds
+    while True:
+        state = ctx.cluster.status()
+        for service in turn.restart:
+            bundle = the_plan.item(service).bundle
+            replica = state.replica_on(bundle.id, turn.node)
+            updater = updaters[service]
+            now = plan.health(state, bundle.id)
+            start = updater.baseline or now
+            problems = []
+            if replica is None or not replica.active:
+                problems.append(f"the replica of {bundle.id} is no longer active on {turn.node}")
+            else:
+                failed = restart.new_failures(
+                    before, state.failures, cib.bundle(config, bundle.id), replica, turn.node
+                )
+                problems += [f"{f.op_key} failed on {f.node}" for f in failed]
+            if now.promoted < start.promoted:
+                problems.append(f"{now.promoted} promoted instance(s) of {bundle.id}, "
+                                f"{start.promoted} before the release")  # fmt: skip
+            if problems:
+                raise pacemaker.RestartFailedError(
+                    f"during the soak on {turn.node}: " + "; ".join(problems),
+                    f"see {cmd.quoted(cmd.status_xml())}",
+                )
+        if time.monotonic() >= end:
+            return
+        time.sleep(min(1.0, max(0.0, end - time.monotonic())))

@@ -1,0 +1,223 @@
+"""A release (issue 20): the file format and the plan (pure), and the run on the one fake of each
+port: every service of a node retagged, then its replicas restarted once, in order; a failure
+on a node puts every service moved there back; the nodes done before stay updated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from pcmkimg.adapters import pacemaker
+from pcmkimg.core import release
+from pcmkimg.core.reference import parse
+from pcmkimg.errors import UsageError
+from pcmkimg.workflows import release as wf
+from pcmkimg.workflows.update import UpdateFailed
+from tests import fakes
+from tests.fakes import NODES, FakeCluster, FakeStore, container_of, context
+
+GALERA, RABBIT = "galera-bundle", "rabbitmq-bundle"
+FLOAT = {GALERA: "cluster.common.tag/mariadb:pcmklatest",
+         RABBIT: "cluster.common.tag/rabbitmq:pcmklatest"}  # fmt: skip
+OLD = {GALERA: "a" * 64, RABBIT: "c" * 64}
+NEW = {GALERA: "b" * 64, RABBIT: "d" * 64}
+REF = {
+    GALERA: "registry.example.com/ns/mariadb:2.0",
+    RABBIT: "registry.example.com/ns/rabbitmq:2.0",
+}
+SCHEME = fakes.Config().scheme
+
+
+def lines(*texts: str) -> list[tuple[str, str]]:
+    return [(t, f"f:{n}") for n, t in enumerate(texts, 1)]
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def test_the_file_format_comments_blank_lines_digests() -> None:
+    digest = "sha256:" + "e" * 64
+    entries = release.parse_release(
+        lines("# a release", "", f"mariadb = {REF[GALERA]}", f"rabbitmq={REF[RABBIT]} {digest}"),
+        SCHEME,
+    )
+    assert [(e.service, str(e.image), e.digest) for e in entries] == [
+        ("mariadb", REF[GALERA], None),
+        ("rabbitmq", REF[RABBIT], digest),
+    ]
+    assert entries[1].where == "f:4"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (["mariadb"], "is not 'SERVICE = IMAGE"),
+        (["mariadb = Bad//Ref"], "service mariadb"),
+        ([f"mariadb = {REF[GALERA]}", f"mariadb = {REF[GALERA]}"], "named twice"),
+        ([f"mariadb = {FLOAT[GALERA]}"], "floating or rollback name"),
+        ([f"mariadb = {REF[GALERA]}@sha256:{'1' * 64} sha256:{'2' * 64}"], "pinned to"),
+        (["# nothing"], "names no service"),
+    ],
+    ids=["no-image", "malformed", "twice", "floating", "two-digests", "empty"],
+)
+def test_bad_lines_are_refused_naming_the_line_and_service(text: list[str], said: str) -> None:
+    with pytest.raises(release.ReleaseFileError, match=said) as info:
+        release.parse_release(lines(*text), SCHEME)
+    assert isinstance(info.value, UsageError)  # exit 2
+
+
+def test_a_bundle_ordered_after_another_restarts_after_it() -> None:
+    config = fakes.fixtures.cib("base.xml")
+    constraints = config.find("configuration/constraints")
+    assert constraints is not None
+    etree.SubElement(constraints, "rsc_order", id="o", first=RABBIT, then=GALERA)
+    bundles = {"mariadb": GALERA, "rabbitmq": RABBIT, "redis": "redis-bundle"}
+    order = release.restart_order(["mariadb", "redis", "rabbitmq"], bundles, config)
+    assert order == ["redis", "rabbitmq", "mariadb"]
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def stores() -> dict[str, FakeStore]:
+    out = {}
+    for node in NODES:
+        store = FakeStore(
+            node,
+            {**{FLOAT[b]: OLD[b] for b in FLOAT}, **{f"old/{b}:1": OLD[b] for b in FLOAT}},
+            registry={REF[b]: NEW[b] for b in REF},
+        )
+        for b in FLOAT:
+            store.start(container_of(node, b), OLD[b])
+        out[node] = store
+    return out
+
+
+def cluster_of(nodes: dict[str, FakeStore]) -> FakeCluster:
+    return FakeCluster(nodes, bundles=(GALERA, RABBIT), timeout=5.0)
+
+
+def request(**kw: object) -> wf.ReleaseRequest:
+    base: dict[str, object] = {
+        "pairs": (f"mariadb={REF[GALERA]}", f"rabbitmq={REF[RABBIT]}"),
+        "every": True,
+        "timeout": 5.0,
+    }
+    return wf.ReleaseRequest(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def restarts(cluster: FakeCluster) -> list[tuple[str, str]]:
+    return [(e[1], e[2] if len(e) > 2 else GALERA) for e in cluster.kinds("restart")]
+
+
+def test_every_service_of_a_node_in_its_one_turn_each_replica_restarted_once(
+    tmp_path: Path,
+) -> None:
+    nodes = stores()
+    cluster = cluster_of(nodes)
+    outcome = wf.run(context(cluster, journal_dir=tmp_path), request())
+    assert outcome.report is not None
+    # Node by node, every service of the node before the next node; each replica once.
+    assert restarts(cluster) == [(n, b) for n in NODES for b in (GALERA, RABBIT)]
+    for node, store in nodes.items():
+        for b in FLOAT:
+            assert store.image_of(container_of(node, b)) == NEW[b]
+            assert store.names[fakes.key(FLOAT[b])] == NEW[b]
+        # Each reference pulled once on each node, before any restart.
+        assert sorted(store.called("pull")) == sorted(REF.values())
+    assert [e[0] for e in cluster.kinds("acquire", "release") if len(e) <= 2][:1] == ["acquire"]
+    assert cluster.kinds("acquire")[0] and cluster.events[-1] == ("release",)
+    results = [{s: r.result for s, r in per.items()} for per in outcome.report.nodes]
+    assert results == [{"mariadb": "ok", "rabbitmq": "ok"}] * 3
+    assert outcome.report.restarted() == 6
+
+
+def test_a_rerun_restarts_nothing(tmp_path: Path) -> None:
+    nodes = stores()
+    wf.run(context(cluster_of(nodes), journal_dir=tmp_path), request())
+    again = cluster_of(nodes)
+    outcome = wf.run(context(again, journal_dir=tmp_path), request())
+    assert again.kinds("restart") == []
+    assert outcome.report is not None
+    assert {r.result for per in outcome.report.nodes for r in per.values()} == {"unchanged"}
+
+
+def test_a_failure_on_the_second_node_puts_back_every_service_moved_there(
+    tmp_path: Path,
+) -> None:
+    nodes = stores()
+    cluster = cluster_of(nodes)
+    failed = pacemaker.RestartFailedError("start of the replica failed", "look at it")
+    cluster.restart_errors[("controller-1", RABBIT)] = (failed, True)
+    with pytest.raises(UpdateFailed, match="release failed on controller-1") as info:
+        wf.run(context(cluster, journal_dir=tmp_path), request())
+    # The first node stays updated; on the second, both services went back (galera, which
+    # had restarted on its new image, is restarted again on the old one); the third untouched.
+    first, second, third = (nodes[n] for n in NODES)
+    assert {first.image_of(container_of("controller-0", b)) for b in FLOAT} == set(NEW.values())
+    for b in FLOAT:
+        assert second.names[fakes.key(FLOAT[b])] == OLD[b]
+        assert second.image_of(container_of("controller-1", b)) == OLD[b]
+        assert third.names[fakes.key(FLOAT[b])] == OLD[b]
+    assert third.called("retag") == [] and third.called("restart") == []
+    report = info.value.report
+    assert report is not None
+    assert [n["services"]["mariadb"]["result"] for n in report["nodes"]] == ["ok", "rolled-back"]
+    assert report["nodes"][1]["services"]["rabbitmq"]["result"] == "rolled-back"
+    assert cluster.events[-1] == ("release",)
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path: Path) -> None:
+    nodes = stores()
+    cluster = cluster_of(nodes)
+    outcome = wf.run(context(cluster, journal_dir=tmp_path), request(dry_run=True))
+    assert outcome.report is None
+    text = "\n".join(outcome.plan.lines())
+    assert "mariadb -> " in text and "rabbitmq -> " in text
+    for node in NODES:
+        assert f"{node}: retag every service" in text
+    assert cluster.events == []
+    assert all(s.called("pull") == [] and s.called("retag") == [] for s in nodes.values())
+
+
+def test_a_soak_that_sees_a_replica_go_puts_the_node_back(tmp_path: Path) -> None:
+    nodes = stores()
+    cluster = cluster_of(nodes)
+
+    def say(text: str) -> None:
+        if "soaking" in text:  # the new rabbitmq dies while the node soaks
+            nodes["controller-0"].stop(container_of("controller-0", RABBIT))
+
+    ctx = context(cluster, journal_dir=tmp_path, say=say)
+    with pytest.raises(UpdateFailed, match="during the soak on controller-0"):
+        wf.run(ctx, request(soak=0.01, every=False, nodes=("controller-0",)))
+    store = nodes["controller-0"]
+    for b in FLOAT:
+        assert store.names[fakes.key(FLOAT[b])] == OLD[b]
+        assert store.image_of(container_of("controller-0", b)) == OLD[b]
+
+
+def test_bad_input_is_refused_before_the_cluster_is_read(tmp_path: Path) -> None:
+    cluster = cluster_of(stores())
+    with pytest.raises(UsageError, match="give SERVICE=REF"):
+        wf.run(context(cluster, journal_dir=tmp_path), request(pairs=("mariadb",)))
+    with pytest.raises(release.ReleaseFileError, match="argument 2: service rabbitmq"):
+        wf.run(
+            context(cluster, journal_dir=tmp_path),
+            request(pairs=(f"mariadb={REF[GALERA]}", "rabbitmq=Bad//Ref")),
+        )
+    assert cluster.events == []
+
+
+def test_the_release_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "release.conf"
+    path.write_text(f"# 17.1.3\nmariadb = {REF[GALERA]}\nrabbitmq = {REF[RABBIT]}\n")
+    nodes = stores()
+    outcome = wf.run(
+        context(cluster_of(nodes), journal_dir=tmp_path),
+        request(pairs=(), images_file=path, dry_run=True),
+    )
+    assert [str(i.entry.image) for i in outcome.plan.items] == [REF[GALERA], REF[RABBIT]]
+    assert str(parse(REF[GALERA])) == REF[GALERA]
