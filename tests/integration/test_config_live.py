@@ -570,3 +570,87 @@ def test_maintenance_mode_is_refused_at_preflight_and_nothing_is_retagged(stack:
     out = run_pcmkimg(st, "update", THREE_SERVICE, "--image", st.ref(new), "--node", node)
     assert out.returncode == 0, said(out)
     assert floating_ids(cl, THREE_FLOATING)[node] == st.id_of(new)
+
+
+# --------------------------------------------------------------------------- a release (issue 20)
+
+
+def test_a_release_updates_both_bundles_node_by_node_each_replica_once(stack: Stack) -> None:
+    """``update THREE=REF PAIR=REF --all``: one run, both bundles on the new image everywhere,
+    each replica restarted exactly once in place; the same release again restarts nothing."""
+    st, cl = stack, stack.cl
+    settled(st)
+    heal(st, PAIR, OLD)
+    new = other_image(st, THREE_FLOATING, ON)
+    args = ("--json", "update", f"{THREE_SERVICE}={st.ref(new)}", f"{PAIR_SERVICE}={st.ref(new)}")
+    where = {THREE: placement(cl, THREE), PAIR: placement(cl, PAIR)}
+    before = {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)}
+    mark = log_mark(cl)
+    with Sampler(cl, (THREE, PAIR)) as sampler:
+        out = run_pcmkimg(st, *args, "--all")
+    assert out.returncode == 0, said(out)
+    doc = json.loads(out.stdout)
+    nodes = doc["report"]["nodes"]
+    assert sorted(n["node"] for n in nodes) == cl.names, nodes
+    wait_idle(cl)
+    for bundle in (THREE, PAIR):
+        check_each_replica_restarted_once_in_place(
+            st, bundle, st.id_of(new), where[bundle], before[bundle], sampler, mark
+        )
+        assert set(floating_ids(cl, FLOATING_OF[bundle]).values()) == {st.id_of(new)}
+    assert doc["report"]["restarted"] == 5  # 3 + 2 replicas, once each
+    assert bans(cl) == [] and attribute(cl, LEASE) is None
+    # One journal run: a start line per service, all with the same run id.
+    starts = [e for e in journal(cl) if e.get("event") == "start"][-2:]
+    assert {e["service"] for e in starts} == {THREE_SERVICE, PAIR_SERVICE}
+    assert len({e["run"] for e in starts}) == 1
+
+    after = {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)}
+    again = run_pcmkimg(st, *args, "--all")
+    assert again.returncode == 0, said(again)
+    report = json.loads(again.stdout)["report"]
+    results = {r["result"] for n in report["nodes"] for r in n["services"].values()}
+    assert results <= {"unchanged", "retag-only"}, results
+    assert report["restarted"] == 0
+    wait_idle(cl)
+    assert {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)} == after
+
+
+def test_a_release_with_a_broken_image_puts_the_failed_node_back_whole(stack: Stack) -> None:
+    """THREE to a good image and PAIR to one that never starts: exit 6 at the first node where a
+    PAIR replica restarts; there both services are back on their previous image (THREE, which
+    had restarted on the new image, restarted again on the old one); no ban, no lease."""
+    st, cl = stack, stack.cl
+    settled(st)
+    heal(st, PAIR, OLD)
+    good = other_image(st, THREE_FLOATING, ON)
+    old_three = floating_ids(cl, THREE_FLOATING)
+    old_pair = floating_ids(cl, PAIR_FLOATING)
+    try:
+        out = run_pcmkimg(
+            st, "--json", "update", f"{THREE_SERVICE}={st.ref(good)}",
+            f"{PAIR_SERVICE}={st.ref(BROKEN)}", "--all",
+        )  # fmt: skip
+        assert out.returncode == 6, said(out)
+        error = json.loads(out.stdout)
+        nodes = error["report"]["nodes"]
+        failed = nodes[-1]
+        node = failed["node"]
+        assert failed["services"][PAIR_SERVICE]["result"] == "rolled-back", nodes
+        assert failed["services"][THREE_SERVICE]["result"] == "rolled-back", nodes
+        wait_idle(cl)
+        assert floating_ids(cl, THREE_FLOATING)[node] == old_three[node]
+        assert floating_ids(cl, PAIR_FLOATING)[node] == old_pair[node]
+        running = {name: img for name, (_, img) in containers(cl, THREE)[node].items()}
+        assert set(running.values()) == {old_three[node]}, observed(st, THREE, PAIR)
+        running = {name: img for name, (_, img) in containers(cl, PAIR)[node].items()}
+        assert set(running.values()) == {old_pair[node]}, observed(st, THREE, PAIR)
+        # The nodes after it were not touched.
+        later = [n for n in cl.names if n not in {x["node"] for x in nodes}]
+        for n in later:
+            assert floating_ids(cl, THREE_FLOATING)[n] == old_three[n]
+            assert floating_ids(cl, PAIR_FLOATING)[n] == old_pair[n]
+        assert bans(cl) == [] and attribute(cl, LEASE) is None
+    finally:
+        heal(st, PAIR, OLD)
+        heal(st, THREE)
