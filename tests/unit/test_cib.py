@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from pathlib import Path
 
 import pytest
@@ -71,11 +70,11 @@ BILLION_LAUGHS = b"""<?xml version="1.0"?>
 """
 
 
-def test_billion_laughs_is_refused_fast() -> None:
-    start = time.monotonic()
-    with pytest.raises(C.CibParseError):
+def test_billion_laughs_is_refused() -> None:
+    # Refused before expansion: the message names the entity, not gigabytes of "a".
+    with pytest.raises(C.CibParseError) as info:
         C.parse_cib(BILLION_LAUGHS)
-    assert time.monotonic() - start < 2
+    assert len(str(info.value)) < 1000
 
 
 def test_external_entity_is_never_resolved(tmp_path: Path) -> None:
@@ -120,22 +119,18 @@ def _big_cib(count: int) -> bytes:
 def test_fifty_megabyte_cib_parses() -> None:
     data = _big_cib(150_000)
     assert len(data) > 50 * 1024 * 1024
-    start = time.monotonic()
     tree = C.parse_cib(data)
     assert [b.id for b in C.bundles(tree)] == ["b"]
     assert C.cib_version(tree) == (0, 7, 3)
-    assert time.monotonic() - start < 10
 
 
 def test_edit_of_a_big_cib_patches_only_the_change() -> None:
     tree = C.parse_cib(_big_cib(30_000))  # ~10 MB, larger than real CIBs
-    start = time.monotonic()
     change = C.set_bundle_image(tree, "b", "j")
     assert [c.get("path") for c in C.patch_changes(change.patch)] == [
         "/cib",
         "/cib/configuration/resources/bundle[@id='b']/podman",
     ]
-    assert time.monotonic() - start < 10
 
 
 # --------------------------------------------------------------------------- configuration
