@@ -417,7 +417,8 @@ def _resolve(
 def _from_answer(ctx: Context, name: str, code: int, status: str, body: bytes) -> Resolved | None:
     """What an answer of ``GET /images/NAME/json`` says: the image, None for 404 (no image has
     the name), an ERR_GENERIC for any other answer."""
-    from pcmkimg.core.images import Resolved, UnexpectedAnswer, inspect_answer
+    from pcmkimg.core.errors import UnexpectedAnswer
+    from pcmkimg.core.images import Resolved, inspect_answer
 
     try:
         found = inspect_answer(code, body)
@@ -453,7 +454,7 @@ def _store_error(ctx: Context, exc: Exception) -> OCFError:
 
 def _with_cli(ctx: Context, ports: Ports, name: str) -> Resolved | None:
     """The name in this node's store, read with the podman command."""
-    from pcmkimg.core.storeerrors import ImageError
+    from pcmkimg.core.errors import ImageError
 
     try:
         return ports.resolve_with_cli(name, _node(ctx))
@@ -463,7 +464,7 @@ def _with_cli(ctx: Context, ports: Ports, name: str) -> Resolved | None:
 
 def _find(ctx: Context, ports: Ports, name: str) -> Resolved | None:
     """A name or an image ID in this node's store: Resolved, or None when it is not there."""
-    from pcmkimg.core.storeerrors import ImageError
+    from pcmkimg.core.errors import ImageError
 
     try:
         return ports.find(_url(ctx), name, _node(ctx))
@@ -473,7 +474,7 @@ def _find(ctx: Context, ports: Ports, name: str) -> Resolved | None:
 
 def _running_images(ctx: Context, ports: Ports, name: str) -> tuple[str, ...]:
     """The IDs of the images that this node's running containers created from ``name`` run."""
-    from pcmkimg.core.storeerrors import ImageError
+    from pcmkimg.core.errors import ImageError
 
     try:
         return ports.running_images(_url(ctx), name, _node(ctx))
@@ -616,7 +617,7 @@ def _heal(ctx: Context, ports: Ports, state: Published) -> Resolved | None:
 
     A probe gives the name back only to the image that running containers of the name run; with
     none, it returns None without an exit reason (the probe says 7: not running here)."""
-    from pcmkimg.core.storeerrors import ImageError
+    from pcmkimg.core.errors import ImageError
 
     node = _node(ctx)
     image_id = _heal_source(ctx, ports, state)

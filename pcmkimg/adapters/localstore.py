@@ -19,14 +19,16 @@ from collections.abc import Sequence
 
 from pcmkimg import PODMAN_SOCKET
 from pcmkimg.adapters import apisocket
-from pcmkimg.core.images import (
+from pcmkimg.core.errors import (
     ImageError,
-    ImageInfo,
     NodeUnreachable,
     PodmanCommandFailed,
-    Resolved,
     StoreError,
     UnexpectedAnswer,
+)
+from pcmkimg.core.images import (
+    ImageInfo,
+    Resolved,
     Unresolved,
     image_info,
     inspect_answer,
@@ -45,13 +47,6 @@ if TYPE_CHECKING:
 
 LOCAL_URL = PODMAN_SOCKET
 """The podman API socket of the local node (as :data:`pcmkimg.adapters.config.LOCAL_URL`)."""
-
-
-def _unreachable_fix(url: str) -> str:
-    if url.startswith("ssh://"):
-        return "check ssh access to the node and that podman.socket runs there"
-    path = url[len("unix://") :] if url.startswith("unix://") else url
-    return f"start the podman API service on the node (systemctl start podman.socket; {path})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +107,7 @@ def api_request(
     except apisocket.NoAnswer as err:
         raise NodeUnreachable(
             f"the podman API socket {path} does not answer: {err}",
-            _unreachable_fix(f"unix://{path}"),
+            NodeUnreachable.fix_for(f"unix://{path}"),
             node=node,
             ref=ref,
         ) from err

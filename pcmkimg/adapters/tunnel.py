@@ -249,9 +249,8 @@ def open_tunnel(
 def open_for_node(node: str, url: str, ssh: SshSettings, timeout: float = OPEN_TIMEOUT) -> Tunnel:
     """The tunnel to ``node``'s podman socket at the ``ssh://`` ``url``, with the [ssh]
     settings; a refusal is the store's error of that node (HostKeyRejected for a host key)."""
-    from pcmkimg.adapters.localstore import _unreachable_fix
-    from pcmkimg.core.images import NodeUnreachable
-    from pcmkimg.core.pulls import HostKeyRejected
+    from pcmkimg.adapters.errors import HostKeyRejected
+    from pcmkimg.core.errors import NodeUnreachable
 
     try:
         return open_tunnel(
@@ -263,4 +262,4 @@ def open_for_node(node: str, url: str, ssh: SshSettings, timeout: float = OPEN_T
         )
     except TunnelFailed as err:
         kind = HostKeyRejected if err.host_key else NodeUnreachable
-        raise kind(err.message, err.fix or _unreachable_fix(url), node=node) from err
+        raise kind(err.message, err.fix or NodeUnreachable.fix_for(url), node=node) from err

@@ -13,7 +13,7 @@ from lxml import etree
 from pcmkimg import cli
 from pcmkimg.adapters import journal, textfile
 from pcmkimg.core import cib, lease
-from pcmkimg.core.storeerrors import StoreError
+from pcmkimg.core.errors import StoreError
 from pcmkimg.workflows import metrics
 from tests import fakes
 from tests.unit.test_metrics_render import samples
