@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from pcmkimg import PODMAN_SOCKET
 from pcmkimg.adapters import apisocket
+from pcmkimg.adapters.errors import AnswerTooLarge, AnswerTooSlow
 from pcmkimg.core.errors import (
     ImageError,
     NodeUnreachable,
@@ -69,14 +70,6 @@ def _local(url: str, over_socket: Callable[[str], T], with_cli: Callable[[], T])
 
 MAX_ANSWER = apisocket.MAX_ANSWER
 """The most bytes an answer of the API socket may have (the client's own cap)."""
-
-
-class AnswerTooSlow(NodeUnreachable):
-    """The podman API socket did not give its whole answer within the deadline."""
-
-
-class AnswerTooLarge(StoreError):
-    """The podman API socket's answer is larger than :data:`MAX_ANSWER`."""
 
 
 def api_request(

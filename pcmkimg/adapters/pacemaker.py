@@ -31,10 +31,23 @@ from typing import Optional
 
 from lxml import etree
 
+from pcmkimg.adapters.errors import (
+    BanNotRemovedError,
+    CibChangedError,
+    CibEnvironmentError,
+    ClusterUnreachableError,
+    NoQuorumError,
+    NotFoundError,
+    OfflineError,
+    PacemakerError,
+    PacemakerTimeoutError,
+    RestartFailedError,
+    ToolError,
+    ToolMissingError,
+)
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, Refused, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -53,74 +66,8 @@ RC_TIMEOUT = 124
 # --------------------------------------------------------------------------- errors
 
 
-class PacemakerError(Unreachable):
-    """Base of the errors of this adapter."""
-
-
-class ToolMissingError(PacemakerError):
-    """A Pacemaker tool is not installed (or not on PATH)."""
-
-
-class ToolError(PacemakerError):
-    """A tool failed; carries the argv, exit code and stderr."""
-
-    def __init__(
-        self,
-        message: str,
-        fix: str = "",
-        *,
-        argv: Sequence[str] = (),
-        rc: int = 0,
-        stderr: str = "",
-    ) -> None:
-        self.argv = tuple(argv)
-        self.rc = rc
-        self.stderr = stderr
-        super().__init__(message, fix)
-
-
-class CibChangedError(ToolError):
-    """The CIB changed between our read and our write: the write was refused."""
-
-
-class NotFoundError(ToolError):
-    """A resource, node or attribute does not exist."""
-
-
-class NoQuorumError(ToolError, Refused):
-    """The cluster (partition) has no quorum."""
-
-
-class ClusterUnreachableError(ToolError):
-    """The tool could not talk to the cluster daemons on this node."""
-
-
-class PacemakerTimeoutError(ToolError):
-    """A tool (or the cluster, for ``--wait``/``--restart``) did not finish in time."""
-
-
-class OfflineError(PacemakerError, Refused):
-    """The operation needs a live cluster but the runner works on a CIB file."""
-
-
-class CibEnvironmentError(BadInput):
-    """A ``CIB_*`` variable or ``--cib-file`` that this command cannot honour."""
-
-
 # The restart's refusals are core rules (restart.check_restartable); named here for callers.
 RestartRefusedError = restart.RestartRefusedError
-
-
-class RestartFailedError(PacemakerError, NodeFailed):
-    """The replica did not come back: a failed operation, or not active on its node."""
-
-    def __init__(self, message: str, fix: str = "", *, failures: Sequence[cib.Failure] = ()):
-        self.failures = tuple(failures)
-        super().__init__(message, fix)
-
-
-class BanNotRemovedError(PacemakerError, LeftBehind):
-    """The ``cli-ban`` left by a restart could not be removed."""
 
 
 # --------------------------------------------------------------------------- runner

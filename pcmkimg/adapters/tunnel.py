@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from pcmkimg.adapters.errors import TunnelFailed
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import Unreachable
 
 if TYPE_CHECKING:
     from pcmkimg.adapters.config import SshSettings
@@ -43,16 +43,6 @@ _HOST_KEY_WORDS = (
     "host key for",
     "no matching host key",
 )
-
-
-class TunnelFailed(Unreachable):
-    """ssh could not open the tunnel. ``stderr`` is what ssh said; ``host_key`` is True when
-    ssh refused the host's key."""
-
-    def __init__(self, message: str, fix: str = "", *, stderr: str = "", host_key: bool = False):
-        self.stderr = stderr
-        self.host_key = host_key
-        super().__init__(message, fix)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ once (its pid is gone).
 Taking it is a compare-and-swap: read the CIB, decide, and write with ``cibadmin --patch``,
 whose source version is the version we read. Pacemaker applies a patch only to a CIB of exactly
 that version, so of two processes that read the same CIB only the first write lands; the other
-gets :class:`~pcmkimg.adapters.pacemaker.CibChangedError`, reads again, and now sees the
+gets :class:`~pcmkimg.adapters.errors.CibChangedError`, reads again, and now sees the
 winner's lease. The same holds for a takeover: the value the reader watched is still the value
 it replaces, or its write does not land.
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pcmkimg.adapters import journal, pacemaker
+from pcmkimg.adapters import journal
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.errors import RestartFailedError
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming, plan
@@ -76,7 +77,7 @@ def run(ctx: Context, req: RollbackRequest) -> RollbackReport:
                 f"the image it ran before: {said}",
                 f"the image under {back} does not start on {node}; update the node to a "
                 "working image instead"
-                if isinstance(cause, pacemaker.RestartFailedError)
+                if isinstance(cause, RestartFailedError)
                 else exc.fix,
             ) from exc
     return RollbackReport(bundle, res, target.id)

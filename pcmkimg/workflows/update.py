@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.errors import BanNotRemovedError, RestartFailedError
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
@@ -220,7 +220,7 @@ class Updater:
             # can only come back here, on the previous image.
             with self.cluster.holding(bundle.id, self.timeout) as holds:
                 return self._update_or_roll_back(bundle, res, ref, target_id, restart, retag, holds)
-        except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
+        except (BanNotRemovedError, lease.LeaseError) as exc:
             # A ban left behind, or the lease lost to another process: no rollback now, it
             # could not work (the ban) or would race the other holder (the lease).
             if res.result not in ("rolled-back", "rollback-failed"):
@@ -241,7 +241,7 @@ class Updater:
         node = res.node
         try:
             return self._restart_if_needed(bundle, res, target_id, restart, retag, holds)
-        except (pacemaker.BanNotRemovedError, lease.LeaseError):
+        except (BanNotRemovedError, lease.LeaseError):
             raise
         except PcmkimgError as exc:
             self.record("failed", service=bundle.service, node=node, error=exc.one_line())
@@ -256,7 +256,7 @@ class Updater:
                 earlier = self.earlier_retag(bundle, node, target_id) or self.previous_retag(
                     bundle, store, target_id
                 )
-                if earlier is None or not isinstance(exc, pacemaker.RestartFailedError):
+                if earlier is None or not isinstance(exc, RestartFailedError):
                     res.result = "failed"
                     raise
                 undo = earlier
@@ -268,7 +268,7 @@ class Updater:
                 f"{ref} does not run here: fix the image or choose another, then run the "
                 f"update again; {node} runs the previous image, the nodes after it were "
                 "not touched"
-                if isinstance(exc, pacemaker.RestartFailedError)
+                if isinstance(exc, RestartFailedError)
                 else exc.fix,
             ) from exc
 
@@ -330,12 +330,12 @@ class Updater:
         res.container_before, running_image = self.container_image(node, container)
         if started_here:
             if container is None:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"the replica did not start on {node} after the cleanup of its failed start",
                     f"see {cmd.quoted(cmd.status_xml())} for the failed start",
                 )
             if running_image != target_id:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"the replica started on {node} runs {str(running_image)[:12]}, "
                     f"not {target_id[:12]}",
                     "check the bundle's image in the CIB: it must be the floating name",
@@ -358,7 +358,7 @@ class Updater:
         where = self.restart(bundle, node, replica, res, holds)
         res.container_after, running_image = self.container_image(where, container)
         if running_image != target_id:
-            raise pacemaker.RestartFailedError(
+            raise RestartFailedError(
                 f"the replica on {where} runs image {str(running_image)[:12]}, "
                 f"not {target_id[:12]}",
                 "check the bundle's image in the CIB: it must be the floating name",
@@ -403,7 +403,7 @@ class Updater:
             start, now, replica.replica, node, self.updated | {node}
         )
         if problems:
-            raise pacemaker.RestartFailedError(
+            raise RestartFailedError(
                 f"restart of {bundle.id} on {node}: " + "; ".join(problems),
                 f"see {cmd.quoted(cmd.status_xml())}",
             )
@@ -573,7 +573,7 @@ class Updater:
                 self.cluster.settle(self.timeout)
                 replica = self.cluster.status().replica_on(bundle.id, node)
             if replica is None or not replica.active:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"the replica did not start again on {node}",
                     f"see {cmd.quoted(cmd.status_xml())} for the cause",
                 )
@@ -582,12 +582,12 @@ class Updater:
                 self.cluster.restart_replica(bundle.id, node, self.timeout, holds=holds)
                 _, running = self.container_image(node, replica.container_id)
             if running != res.before:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"the replica on {node} runs {str(running)[:12]}, not {res.before[:12]}",
                     f"see {cmd.quoted(cmd.status())}",
                 )
             self.publish(bundle, node)
-        except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
+        except (BanNotRemovedError, lease.LeaseError) as exc:
             res.result = "rollback-failed"
             self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
             raise  # its own message and fix say what is left behind

@@ -17,6 +17,7 @@ import pytest
 
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.adapters.errors import CibChangedError
 from pcmkimg.core import cib, lease
 from tests.sandbox.cluster import LEASE_PERIOD, node_env, wait_idle
 from tests.sandbox.fixtures import Sandbox, guarded_bundle
@@ -98,7 +99,7 @@ def test_two_writes_from_one_read_only_the_first_lands(runner: pm.Runner) -> Non
     first = lease.claim(config, lease.Lease("a", 1, "ta"), time.monotonic(), leasing.pid_alive)
     second = lease.claim(config, lease.Lease("b", 2, "tb"), time.monotonic(), leasing.pid_alive)
     pm.push(runner, first)
-    with pytest.raises(pm.CibChangedError):
+    with pytest.raises(CibChangedError):
         pm.push(runner, second)
     assert current(runner) == lease.Lease("a", 1, "ta")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.adapters.errors import NotFoundError, RestartFailedError
 from pcmkimg.core import cib
 from tests.sandbox.cluster import Cluster
 
@@ -64,7 +65,7 @@ def node_attribute(runner: pm.Runner, node: str, name: str) -> str | None:
     argv = ["crm_attribute", "--lifetime", "reboot", "--node", node, "--name", name]
     try:
         value = runner.run([*argv, "--query", "--quiet"]).stdout.strip()
-    except pm.NotFoundError:
+    except NotFoundError:
         return None
     return value or None
 
@@ -84,7 +85,7 @@ def test_queries_and_node_attributes(bundle) -> None:
     finally:
         pm.delete_node_attribute(runner, "controller-2", "pcmkimg-test-image")
     assert node_attribute(runner, "controller-2", "pcmkimg-test-image") is None
-    with pytest.raises(pm.NotFoundError):
+    with pytest.raises(NotFoundError):
         pm.cleanup(runner, "no-such-resource")
 
 
@@ -106,7 +107,7 @@ def test_failed_start_is_reported_as_a_failure(bundle) -> None:
     cl, runner, ref = bundle
     cl.podman("controller-1", "untag", ref, FLOATING)
     try:
-        with pytest.raises(pm.RestartFailedError, match="failed to pull") as info:
+        with pytest.raises(RestartFailedError, match="failed to pull") as info:
             pm.restart_replica(runner, BUNDLE, "controller-1", timeout=60)
         assert [f.task for f in info.value.failures] == ["start"]
         assert bans(runner) == []

@@ -10,8 +10,25 @@ import click
 import pytest
 
 from pcmkimg import agent, cli  # noqa: F401 - agent: its error types are in the tree below
-from pcmkimg.adapters import config, journal, pacemaker, signals, tunnel
+from pcmkimg.adapters import journal, pacemaker, signals
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.errors import (
+    BanNotRemovedError,
+    CibChangedError,
+    ClusterUnreachableError,
+    ConfigError,
+    NodeNotConfigured,
+    NoQuorumError,
+    NotFoundError,
+    OfflineError,
+    PacemakerError,
+    PacemakerTimeoutError,
+    RestartFailedError,
+    ToolError,
+    ToolMissingError,
+    TunnelFailed,
+    UnsafeStateDir,
+)
 from pcmkimg.core import cib, lease, naming, plan, reference
 from pcmkimg.errors import (
     FAMILIES,
@@ -43,8 +60,8 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (reference.InvalidReference("x", "why"), cli.BAD_INPUT),
     (naming.InvalidScheme("x"), cli.BAD_INPUT),
     (naming.NotFloatingName("x"), cli.BAD_INPUT),
-    (config.ConfigError("x"), cli.BAD_INPUT),
-    (config.NodeNotConfigured("x"), cli.BAD_INPUT),
+    (ConfigError("x"), cli.BAD_INPUT),
+    (NodeNotConfigured("x"), cli.BAD_INPUT),
     (cib.BundleNotFoundError("x"), cli.BAD_INPUT),
     (cib.GuardConflictError("x"), cli.BAD_INPUT),
     (plan.UnknownService("x"), cli.BAD_INPUT),
@@ -53,10 +70,10 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (cli.CheckFailed("x"), cli.PROBLEMS),
     (plan.PreflightFailed("x"), cli.PROBLEMS),
     (plan.NodeNotReady("x"), cli.PROBLEMS),
-    (pacemaker.NoQuorumError("x"), cli.PROBLEMS),
+    (NoQuorumError("x"), cli.PROBLEMS),
     (pacemaker.RestartRefusedError("x"), cli.PROBLEMS),
-    (pacemaker.OfflineError("x"), cli.PROBLEMS),
-    (journal.UnsafeStateDir("x"), cli.PROBLEMS),
+    (OfflineError("x"), cli.PROBLEMS),
+    (UnsafeStateDir("x"), cli.PROBLEMS),
     # 4: the lease
     (lease.LeaseHeldError(lease.Lease("h", 1, "t")), cli.LEASE_HELD),
     (lease.LeaseLostError("x"), cli.LEASE_HELD),
@@ -74,13 +91,13 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (images.AuthError("x", **NODE), cli.UNREACHABLE),
     (images.TLSError("x", **NODE), cli.UNREACHABLE),
     (images.PullFailed("x", **NODE), cli.UNREACHABLE),
-    (tunnel.TunnelFailed("x"), cli.UNREACHABLE),
-    (pacemaker.ClusterUnreachableError("x"), cli.UNREACHABLE),
-    (pacemaker.ToolMissingError("x"), cli.UNREACHABLE),
-    (pacemaker.PacemakerTimeoutError("x"), cli.UNREACHABLE),
+    (TunnelFailed("x"), cli.UNREACHABLE),
+    (ClusterUnreachableError("x"), cli.UNREACHABLE),
+    (ToolMissingError("x"), cli.UNREACHABLE),
+    (PacemakerTimeoutError("x"), cli.UNREACHABLE),
     # 6, 7: the update failed on a node
     (execute.UpdateFailed("x"), cli.UPDATE_FAILED),
-    (pacemaker.RestartFailedError("x"), cli.UPDATE_FAILED),
+    (RestartFailedError("x"), cli.UPDATE_FAILED),
     (execute.RollbackFailed("x"), cli.ROLLBACK_FAILED),
     # signals
     (KeyboardInterrupt(), cli.INTERRUPTED),
@@ -117,15 +134,15 @@ UNCLASSIFIED: set[type] = {migrate.NothingToMigrate}
 
 def test_cluster_tool_failures_are_exit_5_and_a_left_ban_exit_7() -> None:
     for kind in (
-        pacemaker.PacemakerError,
-        pacemaker.ToolError,
-        pacemaker.NotFoundError,
-        pacemaker.CibChangedError,
+        PacemakerError,
+        ToolError,
+        NotFoundError,
+        CibChangedError,
         cib.CibParseError,
         cib.CibStructureError,
     ):
         assert cli.exit_code(kind.__new__(kind)) == cli.UNREACHABLE, kind
-    ban = pacemaker.BanNotRemovedError.__new__(pacemaker.BanNotRemovedError)
+    ban = BanNotRemovedError.__new__(BanNotRemovedError)
     assert cli.exit_code(ban) == cli.ROLLBACK_FAILED
 
 

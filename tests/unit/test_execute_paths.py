@@ -22,6 +22,7 @@ from lxml import etree
 
 from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.errors import BanNotRemovedError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import Journal, history
 from pcmkimg.core import cib, lease, plan
 from pcmkimg.core.reference import parse
@@ -107,7 +108,7 @@ def update(
 
 
 def timed_out() -> PcmkimgError:
-    return pacemaker.PacemakerTimeoutError(
+    return PacemakerTimeoutError(
         "crm_resource --restart did not finish within 5s", "check `crm_mon -1`", rc=-1
     )
 
@@ -210,7 +211,7 @@ def test_a_replica_that_did_not_come_back_is_rolled_back_with_the_image_advice(
 ) -> None:
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
-    failed = pacemaker.RestartFailedError(
+    failed = RestartFailedError(
         "restart of galera-bundle on controller-0: replica is not running", "fix the cause"
     )
     cluster.restart_errors["controller-0"] = (failed, True)
@@ -269,7 +270,7 @@ def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(tmp_path: Pa
     store.names[key(FLOATING)] = NEW_ID
     store.names[key(BACK)] = OLD_ID
     cluster = cluster_of({"controller-0": store})
-    failed = pacemaker.RestartFailedError(
+    failed = RestartFailedError(
         "restart of galera-bundle on controller-0 failed: start error", "fix the cause"
     )
     cluster.restart_errors["controller-0"] = (failed, True)
@@ -700,7 +701,7 @@ def test_a_healed_node_whose_replica_does_not_start_is_a_failure(tmp_path: Path)
     cluster.starts_on_cleanup = False
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
     updater = make_updater(tmp_path, cluster, {store.node: store})
-    with pytest.raises(pacemaker.RestartFailedError, match="did not start"):
+    with pytest.raises(RestartFailedError, match="did not start"):
         updater._restart_if_needed(
             BUNDLE, res, NEW_ID, True, moved(store.node), FakeHolds(cluster.events)
         )
@@ -709,7 +710,7 @@ def test_a_healed_node_whose_replica_does_not_start_is_a_failure(tmp_path: Path)
 def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
-    ban = pacemaker.BanNotRemovedError(
+    ban = BanNotRemovedError(
         "cli-ban-galera-bundle-on-controller-0 could not be removed after an interruption: x",
         "`crm_resource --clear --resource galera-bundle --node controller-0`",
     )
@@ -761,7 +762,7 @@ def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(tmp_pat
     )
     cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (
-        pacemaker.RestartFailedError("start failed", "fix it"),
+        RestartFailedError("start failed", "fix it"),
         True,
     )
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.adapters import lease as leasing
+from pcmkimg.adapters.errors import ConfigError
 from pcmkimg.core import cib, lease
 from tests import fakes
 
@@ -197,9 +198,9 @@ def test_the_period_is_configured_in_pcmkimg_conf(tmp_path: Path) -> None:
     assert config.parse("").lease_period == lease.DEFAULT_PERIOD == 30
     assert config.parse("[lease]\nperiod = 5\n").lease_period == 5
     for bad in ("0", "x", "99999"):
-        with pytest.raises(config.ConfigError, match=r"\[lease\] period"):
+        with pytest.raises(ConfigError, match=r"\[lease\] period"):
             config.parse(f"[lease]\nperiod = {bad}\n")
-    with pytest.raises(config.ConfigError, match="unknown key 'ttl'"):
+    with pytest.raises(ConfigError, match="unknown key 'ttl'"):
         config.parse("[lease]\nttl = 5\n")
     # The CLI's context carries it (no module-global period).
     conf = tmp_path / "pcmkimg.conf"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters.errors import RestartFailedError
 from pcmkimg.core import release
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import UsageError
@@ -149,7 +149,7 @@ def test_a_failure_on_the_second_node_puts_back_every_service_moved_there(
 ) -> None:
     nodes = stores()
     cluster = cluster_of(nodes)
-    failed = pacemaker.RestartFailedError("start of the replica failed", "look at it")
+    failed = RestartFailedError("start of the replica failed", "look at it")
     cluster.restart_errors[("controller-1", RABBIT)] = (failed, True)
     with pytest.raises(UpdateFailed, match="release failed on controller-1") as info:
         wf.run(context(cluster, journal_dir=tmp_path), request())

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import pacemaker, signals
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import signals
+from pcmkimg.adapters.errors import PacemakerError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import history, open_journal
 from pcmkimg.core import plan
 from pcmkimg.core.images import HOLD_TAG, TagOp
@@ -60,7 +61,7 @@ def before_swap() -> fakes.FakeStore:
     return fakes.FakeStore(NODE, names, {fakes.container_of(NODE): CURRENT_ID})
 
 
-def failing(cluster: fakes.FakeCluster, error: pacemaker.PacemakerError) -> fakes.FakeCluster:
+def failing(cluster: fakes.FakeCluster, error: PacemakerError) -> fakes.FakeCluster:
     """The node step's restart fails with ``error`` (the replica keeps running)."""
     cluster.restart_errors[NODE] = (error, False)
     return cluster
@@ -76,7 +77,7 @@ def test_a_ban_a_killed_restart_left_is_removed_under_the_lease_and_the_cluster_
     tmp_path: Path,
 ) -> None:
     cluster = failing(
-        cluster_of(before_swap(), [LEFT_BAN]), pacemaker.RestartFailedError("stop it here", "x")
+        cluster_of(before_swap(), [LEFT_BAN]), RestartFailedError("stop it here", "x")
     )
     with pytest.raises(execute.UpdateFailed):
         run(tmp_path, cluster)
@@ -97,9 +98,7 @@ def test_a_ban_a_killed_restart_left_is_removed_under_the_lease_and_the_cluster_
 
 
 def test_without_a_leftover_ban_nothing_is_removed_and_nothing_waits(tmp_path: Path) -> None:
-    cluster = failing(
-        cluster_of(before_swap(), []), pacemaker.RestartFailedError("stop it here", "x")
-    )
+    cluster = failing(cluster_of(before_swap(), []), RestartFailedError("stop it here", "x"))
     with pytest.raises(execute.UpdateFailed):
         run(tmp_path, cluster)
     assert cluster.kinds(*WATCHED) == [
@@ -117,7 +116,7 @@ def test_without_a_leftover_ban_nothing_is_removed_and_nothing_waits(tmp_path: P
 
 def test_a_failed_start_says_the_previous_image_does_not_start(tmp_path: Path) -> None:
     store = before_swap()
-    error = pacemaker.RestartFailedError("start of the replica failed", "look at it")
+    error = RestartFailedError("start of the replica failed", "look at it")
     with pytest.raises(execute.UpdateFailed) as info:
         run(tmp_path, failing(cluster_of(store, []), error))
     assert info.value.message.endswith(
@@ -128,7 +127,7 @@ def test_a_failed_start_says_the_previous_image_does_not_start(tmp_path: Path) -
 
 
 def test_any_other_failure_keeps_its_own_fix(tmp_path: Path) -> None:
-    error = pacemaker.PacemakerTimeoutError(
+    error = PacemakerTimeoutError(
         "the cluster did not settle within 7s", "check the cluster with crm_mon"
     )
     with pytest.raises(execute.UpdateFailed) as info:
