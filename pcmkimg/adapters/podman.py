@@ -28,11 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.errors import HostKeyRejected
-from pcmkimg.adapters.localstore import (
-    inspect_over_socket,
-    resolve_local,
-    resolve_with_cli,
-)
+from pcmkimg.adapters.localstore import inspect_over_socket, resolve_local, resolve_with_cli
 from pcmkimg.adapters.signals import signals_held
 from pcmkimg.core.errors import (
     AuthError,
@@ -66,11 +62,7 @@ from pcmkimg.core.images import (
 )
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
 from pcmkimg.core.prune import repository_of
-from pcmkimg.core.pulls import (
-    PULL_FIXES,
-    backoff_delays,
-    classify_pull_error,
-)
+from pcmkimg.core.pulls import PULL_FIXES, backoff_delays, classify_pull_error
 from pcmkimg.core.reference import InvalidReference, Reference, parse
 from pcmkimg.core.store import Resolution, StorePort
 from pcmkimg.core.tagplan import HOLD_TAG, Retagged, TagOp

@@ -27,10 +27,6 @@ from pcmkimg.errors import LeftBehind, PcmkimgError, UsageError
 from pcmkimg.workflows.context import ClusterPort, Context
 
 
-class GuardHalfWired(LeftBehind):
-    """A guard clone that `guard add` created could not be removed again."""
-
-
 def floating_of(
     config_el: cib.Element, bundle_id: str, image: str | None, scheme: naming.Scheme
 ) -> str:
@@ -183,7 +179,7 @@ def undo(cluster: ClusterPort, bundle: str, nodes: Sequence[str]) -> None:
         try:
             cluster.update_cib(lambda c: cib.remove_guard(c, bundle))
         except PcmkimgError as exc:
-            raise GuardHalfWired(
+            raise LeftBehind(
                 f"the guard clone of {bundle} could not be removed again: {exc.message}",
                 cmd.shown(cmd.guard_remove(bundle)),
             ) from exc

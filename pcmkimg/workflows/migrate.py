@@ -26,10 +26,6 @@ from pcmkimg.errors import LeftBehind, PcmkimgError
 from pcmkimg.workflows.context import ClusterPort, Context, StoresPort
 
 
-class MigrationIncomplete(LeftBehind):
-    """The bundle names the floating name but was left unmanaged: a person finishes the job."""
-
-
 class NothingToMigrate(PcmkimgError):
     """The bundle already runs on a floating name."""
 
@@ -184,7 +180,7 @@ def run_migration(
             # restart: leave the bundle unmanaged and say how to finish.
             if not changed and not _unmanaged(cluster, m.bundle):
                 raise
-            raise MigrationIncomplete(
+            raise LeftBehind(
                 f"{m.bundle} may be left unmanaged (image {m.floating}): the migration did not "
                 f"finish ({exc.one_line() if isinstance(exc, PcmkimgError) else 'interrupted'})",
                 f"{cmd.quoted(cmd.refresh(m.bundle))}, {cmd.quoted(cmd.wait())}, then "

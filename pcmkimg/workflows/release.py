@@ -34,7 +34,8 @@ from pcmkimg.core.report import NodeResult
 from pcmkimg.core.tagplan import Retagged
 from pcmkimg.errors import PcmkimgError, UsageError
 from pcmkimg.workflows.context import Context
-from pcmkimg.workflows.update import UpdateFailed, Updater, one_of
+from pcmkimg.workflows.errors import UpdateFailed
+from pcmkimg.workflows.update import Updater, one_of
 
 
 @dataclass(frozen=True)

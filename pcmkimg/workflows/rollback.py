@@ -20,7 +20,8 @@ from pcmkimg.core.images import HOLD_TAG, unswap_plan
 from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows.context import Context
-from pcmkimg.workflows.update import NodeResult, UpdateFailed, Updater
+from pcmkimg.workflows.errors import UpdateFailed
+from pcmkimg.workflows.update import NodeResult, Updater
 
 
 @dataclass(frozen=True)

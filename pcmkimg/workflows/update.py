@@ -24,36 +24,13 @@ from pcmkimg.core import commands as cmd
 from pcmkimg.core import restart as restart_rules
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.report import NodeResult, Result, UpdateReport
-from pcmkimg.errors import (
-    BadInput,
-    LeftBehind,
-    NodeFailed,
-    PcmkimgError,
-    Unreachable,
-    UsageError,
-)
+from pcmkimg.errors import PcmkimgError, UsageError
 from pcmkimg.workflows.context import ClusterPort, Context, HoldsPort, StoresPort
-
-
-class PullsFailed(Unreachable):
-    """A pull failed on at least one node; nothing was retagged or restarted."""
-
-
-class DigestRefused(BadInput):
-    """The image pulled under the given tag has another digest than the one asked for;
-    nothing was retagged or restarted."""
+from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 
 
 class PullCancelled(Exception):
     """Raised in a pull's progress once the update was interrupted: that pull stops."""
-
-
-class UpdateFailed(NodeFailed):
-    """The update failed on a node, and that node was rolled back."""
-
-
-class RollbackFailed(LeftBehind):
-    """The update failed on a node and rolling that node back failed too."""
 
 
 def _quiet(_: str) -> None:

@@ -42,8 +42,8 @@ from pcmkimg.workflows import (
     migrate,
     status,  # noqa: F401 - its error types are in the tree below
 )
-from pcmkimg.workflows import update as execute
 from pcmkimg.workflows.context import Context
+from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 from tests import fakes
 
 NODE = {"node": "n1"}
@@ -80,9 +80,9 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (lease.LeaseUnreadableError("x", "why"), cli.LEASE_HELD),
     # 2: the image under the tag has another digest than the one asked for
     (images.DigestMismatch("x", **NODE), cli.BAD_INPUT),
-    (execute.DigestRefused("x"), cli.BAD_INPUT),
+    (DigestRefused("x"), cli.BAD_INPUT),
     # 5: unreachable, pulls
-    (execute.PullsFailed("x"), cli.UNREACHABLE),
+    (PullsFailed("x"), cli.UNREACHABLE),
     (images.NodesUnreachable("x"), cli.UNREACHABLE),
     (images.NodeUnreachable("x", **NODE), cli.UNREACHABLE),
     (images.HostKeyRejected("x", **NODE), cli.UNREACHABLE),
@@ -96,9 +96,9 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (ToolMissingError("x"), cli.UNREACHABLE),
     (PacemakerTimeoutError("x"), cli.UNREACHABLE),
     # 6, 7: the update failed on a node
-    (execute.UpdateFailed("x"), cli.UPDATE_FAILED),
+    (UpdateFailed("x"), cli.UPDATE_FAILED),
     (RestartFailedError("x"), cli.UPDATE_FAILED),
-    (execute.RollbackFailed("x"), cli.ROLLBACK_FAILED),
+    (RollbackFailed("x"), cli.ROLLBACK_FAILED),
     # signals
     (KeyboardInterrupt(), cli.INTERRUPTED),
     (signals.Terminated(signal.SIGTERM), cli.TERMINATED),

@@ -9,9 +9,7 @@ import time
 import pytest
 
 from pcmkimg.adapters import podman, storeview
-from pcmkimg.adapters.config import (
-    Config,
-)
+from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.errors import NodeNotConfigured
 
 

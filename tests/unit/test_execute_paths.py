@@ -28,6 +28,7 @@ from pcmkimg.core import cib, lease, plan
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows import update as execute
+from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 from tests import fixtures
 from tests.fakes import (
     BUNDLE_ID,
@@ -169,7 +170,7 @@ def test_a_restart_error_after_the_retag_rolls_the_node_back(
     cluster.restart_errors["controller-0"] = (error, stopped)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed)
+    assert isinstance(raised, UpdateFailed)
     assert raised.__cause__ is error
     assert "was rolled back" in raised.message and error.message in raised.message
     assert raised.fix == error.fix  # not the "image does not run here" advice of a failed start
@@ -196,7 +197,7 @@ def test_a_store_error_after_the_retag_rolls_the_node_back(tmp_path: Path) -> No
     store.fail("containers", error)  # the first look at the running container
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed) and raised.__cause__ is error
+    assert isinstance(raised, UpdateFailed) and raised.__cause__ is error
     assert raised.fix == error.fix
     assert res.result == "rolled-back" and not res.restarted
     assert store.names[FLOATING] == OLD_ID
@@ -217,7 +218,7 @@ def test_a_replica_that_did_not_come_back_is_rolled_back_with_the_image_advice(
     cluster.restart_errors["controller-0"] = (failed, True)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed)
+    assert isinstance(raised, UpdateFailed)
     assert raised.fix.startswith(f"{NEW_REF} does not run here")
     assert "the nodes after it were not touched" in raised.fix
     assert res.result == "rolled-back"
@@ -234,7 +235,7 @@ def test_a_failure_after_the_restart_restarts_the_replica_back_onto_the_old_imag
     store.fail("containers", None, unreachable())  # before the restart: fine; after: fails
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
+    assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert cluster.kinds("restart") == [("restart", "controller-0")] * 2
     assert store.image_of(container_of("controller-0")) == OLD_ID
 
@@ -276,7 +277,7 @@ def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(tmp_path: Pa
     cluster.restart_errors["controller-0"] = (failed, True)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed) and raised.__cause__ is failed
+    assert isinstance(raised, UpdateFailed) and raised.__cause__ is failed
     assert not res.retagged and res.rolled_back and res.result == "rolled-back"
     assert res.before == OLD_ID
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == NEW_ID
@@ -295,7 +296,7 @@ def test_a_store_error_while_publishing_does_not_leave_the_name_moved(tmp_path: 
         assert res.result == "ok"
         assert store.image_of(container_of("controller-0")) == NEW_ID
     else:
-        assert isinstance(raised, (execute.UpdateFailed, execute.RollbackFailed))
+        assert isinstance(raised, (UpdateFailed, RollbackFailed))
         assert store.names[FLOATING] == OLD_ID
 
 
@@ -378,7 +379,7 @@ def test_rollback_fails_when_the_replica_stays_down(tmp_path: Path) -> None:
     store, cluster = rolling_back(None)
     cluster.starts_on_cleanup = False
     res, raised = rollback(tmp_path, cluster, store)
-    assert isinstance(raised, execute.RollbackFailed)
+    assert isinstance(raised, RollbackFailed)
     assert "did not start again on controller-1" in raised.message
     assert f"`podman tag {BACK} {FLOATING}`" in raised.fix
     assert f"`crm_resource --cleanup --resource {BUNDLE_ID} --node controller-1`" in raised.fix
@@ -393,7 +394,7 @@ def test_rollback_fails_when_the_replica_keeps_running_the_new_image(tmp_path: P
     # the CIB is not the floating name, say).
     store.starts_on = NEW_REF
     res, raised = rollback(tmp_path, cluster, store)
-    assert isinstance(raised, execute.RollbackFailed)
+    assert isinstance(raised, RollbackFailed)
     assert f"runs {NEW_ID[:12]}, not {OLD_ID[:12]}" in raised.message
     assert f"podman tag {BACK} {FLOATING}" in raised.fix
     assert cluster.kinds("restart") == [("restart", "controller-1")]
@@ -405,7 +406,7 @@ def test_rollback_without_a_previous_image_has_nothing_to_roll_back_to(tmp_path:
     del store.names[key(BACK)]
     cluster = cluster_of({"controller-1": store})
     res, raised = rollback(tmp_path, cluster, store, before=None)
-    assert isinstance(raised, execute.RollbackFailed)
+    assert isinstance(raised, RollbackFailed)
     assert "nothing to roll back to" in raised.message
     assert "pcmkimg update --node controller-1 mariadb --image REF" in raised.fix
     assert store.called("retag") == [] and cluster.events == []
@@ -420,7 +421,7 @@ def test_update_of_a_node_without_the_floating_name_cannot_be_rolled_back(tmp_pa
     error = timed_out()
     cluster.restart_errors["controller-0"] = (error, True)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
-    assert isinstance(raised, execute.RollbackFailed)
+    assert isinstance(raised, RollbackFailed)
     assert raised.__context__ is error  # raised while handling the restart's failure
     assert res.before is None and res.retagged and not res.rolled_back
     assert BACK not in store.names  # the retag had no old image to keep
@@ -585,7 +586,7 @@ def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(tmp_pa
     stores, cluster = three_nodes()
     cluster.restart_errors["controller-1"] = (timed_out(), True)
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, execute.UpdateFailed)
+    assert isinstance(raised, UpdateFailed)
     assert [(n.node, n.result) for n in report.nodes] == [
         ("controller-0", "ok"),
         ("controller-1", "rolled-back"),
@@ -617,7 +618,7 @@ def test_run_retags_nowhere_when_one_pull_fails(tmp_path: Path) -> None:
     )
     stores["controller-1"].fail("pull", denied)
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, execute.PullsFailed)
+    assert isinstance(raised, PullsFailed)
     assert "controller-1: pull failed: unauthorized" in raised.message
     assert raised.fix == "log in on the node"
     assert report.nodes == []
@@ -736,7 +737,7 @@ def test_a_rolled_back_attempt_leaves_the_rollback_name_where_it_was(tmp_path: P
     cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (timed_out(), True)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
-    assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
+    assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
     assert store.called("restore") == [f"{FLOATING} -> {OLD_ID}"]
     retag = entries(tmp_path, "retag")[0]
@@ -766,7 +767,7 @@ def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(tmp_pat
         True,
     )
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
-    assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
+    assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
 
 
@@ -825,7 +826,7 @@ def test_a_pulled_tag_with_another_digest_is_refused_as_bad_input(tmp_path: Path
     )
     stores["controller-1"].fail("pull", wrong)
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, execute.DigestRefused)
+    assert isinstance(raised, DigestRefused)
     assert "nothing was retagged or restarted" in raised.message
     assert "1" * 64 in raised.message and "2" * 64 in raised.message
     assert all(s.called("retag") == [] for s in stores.values())

@@ -7,14 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters.config import (
-    LOCAL_URL,
-    Config,
-    RegistrySettings,
-    SshSettings,
-    load,
-    parse,
-)
+from pcmkimg.adapters.config import LOCAL_URL, Config, RegistrySettings, SshSettings, load, parse
 from pcmkimg.adapters.errors import ConfigError, NodeNotConfigured
 from pcmkimg.adapters.tunnel import parse_url
 from pcmkimg.core.naming import Scheme

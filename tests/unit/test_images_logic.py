@@ -10,11 +10,7 @@ import pytest
 
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.errors import TunnelFailed
-from pcmkimg.adapters.tunnel import (
-    SshTarget,
-    parse_url,
-    ssh_argv,
-)
+from pcmkimg.adapters.tunnel import SshTarget, parse_url, ssh_argv
 
 # Messages as podman 4.3 sends them in the pull stream's "error" key.
 PULL_ERRORS = [

@@ -14,7 +14,7 @@ from pcmkimg.core import release
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import UsageError
 from pcmkimg.workflows import release as wf
-from pcmkimg.workflows.update import UpdateFailed
+from pcmkimg.workflows.errors import UpdateFailed
 from tests import fakes
 from tests.fakes import NODES, FakeCluster, FakeStore, container_of, context
 

@@ -21,7 +21,7 @@ from pcmkimg.core import plan
 from pcmkimg.core.images import HOLD_TAG, TagOp
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.workflows import rollback as rb
-from pcmkimg.workflows import update as execute
+from pcmkimg.workflows.errors import UpdateFailed
 from tests import fakes
 from tests.fakes import key
 
@@ -79,7 +79,7 @@ def test_a_ban_a_killed_restart_left_is_removed_under_the_lease_and_the_cluster_
     cluster = failing(
         cluster_of(before_swap(), [LEFT_BAN]), RestartFailedError("stop it here", "x")
     )
-    with pytest.raises(execute.UpdateFailed):
+    with pytest.raises(UpdateFailed):
         run(tmp_path, cluster)
     assert cluster.kinds(*WATCHED) == [
         ("read",),  # find the bundle, before the lease
@@ -99,7 +99,7 @@ def test_a_ban_a_killed_restart_left_is_removed_under_the_lease_and_the_cluster_
 
 def test_without_a_leftover_ban_nothing_is_removed_and_nothing_waits(tmp_path: Path) -> None:
     cluster = failing(cluster_of(before_swap(), []), RestartFailedError("stop it here", "x"))
-    with pytest.raises(execute.UpdateFailed):
+    with pytest.raises(UpdateFailed):
         run(tmp_path, cluster)
     assert cluster.kinds(*WATCHED) == [
         ("read",),
@@ -117,7 +117,7 @@ def test_without_a_leftover_ban_nothing_is_removed_and_nothing_waits(tmp_path: P
 def test_a_failed_start_says_the_previous_image_does_not_start(tmp_path: Path) -> None:
     store = before_swap()
     error = RestartFailedError("start of the replica failed", "look at it")
-    with pytest.raises(execute.UpdateFailed) as info:
+    with pytest.raises(UpdateFailed) as info:
         run(tmp_path, failing(cluster_of(store, []), error))
     assert info.value.message.endswith(
         f"{NODE} was put back on the image it ran before: start of the replica failed"
@@ -130,7 +130,7 @@ def test_any_other_failure_keeps_its_own_fix(tmp_path: Path) -> None:
     error = PacemakerTimeoutError(
         "the cluster did not settle within 7s", "check the cluster with crm_mon"
     )
-    with pytest.raises(execute.UpdateFailed) as info:
+    with pytest.raises(UpdateFailed) as info:
         run(tmp_path, failing(cluster_of(before_swap(), []), error))
     assert "does not start" not in info.value.fix
     assert info.value.fix == "check the cluster with crm_mon"
