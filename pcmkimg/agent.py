@@ -215,10 +215,11 @@ def parse_state(data: bytes) -> Published | None:
 
 def _floating(ctx: Context):  # type: ignore[no-untyped-def]
     from pcmkimg.core import reference
+    from pcmkimg.core.errors import InvalidReference
 
     try:
         return reference.parse(ctx.param("image") or "")
-    except reference.InvalidReference as exc:
+    except InvalidReference as exc:
         ctx.log.error(f"parameter image: {exc.one_line()}")
         raise OCFError(OCFRC.ERR_CONFIGURED, fit(f"image: {exc.reason}")) from None
 

@@ -65,9 +65,14 @@ from types import MappingProxyType
 
 from pcmkimg import PODMAN_SOCKET
 from pcmkimg.adapters.errors import ConfigError, NodeNotConfigured, TunnelFailed
+from pcmkimg.core.errors import InvalidReference, InvalidScheme
 from pcmkimg.core.lease import DEFAULT_PERIOD, MAX_PERIOD, MIN_PERIOD, check_period
-from pcmkimg.core.naming import InvalidScheme, Scheme
-from pcmkimg.core.reference import InvalidReference, validate_domain
+from pcmkimg.core.naming import (
+    Scheme,
+)
+from pcmkimg.core.reference import (
+    validate_domain,
+)
 
 DEFAULT_PATH = Path("/etc/pcmkimg/pcmkimg.conf")
 """Where the configuration file is read from unless told otherwise."""

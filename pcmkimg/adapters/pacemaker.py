@@ -48,6 +48,7 @@ from pcmkimg.adapters.errors import (
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.errors import CibStructureError
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,6 @@ RC_OLD = 103  # "Update was older than existing configuration"
 RC_NOSUCH = 105
 RC_QUORUM = 106
 RC_TIMEOUT = 124
-
-
-# --------------------------------------------------------------------------- errors
-
-
-# The restart's refusals are core rules (restart.check_restartable); named here for callers.
-RestartRefusedError = restart.RestartRefusedError
 
 
 # --------------------------------------------------------------------------- runner
@@ -550,7 +544,7 @@ def restart_replica(
 ) -> RestartReport:
     """Restart the replica of ``bundle_id`` on ``node`` in place and check that it came back.
 
-    Refuses (:class:`~pcmkimg.core.restart.RestartRefusedError`, as
+    Refuses (:class:`~pcmkimg.core.errors.RestartRefusedError`, as
     :func:`~pcmkimg.core.restart.check_restartable` decides) before touching anything. Then,
     with no other CIB write before it, one write places the :class:`Holds`:
     ``cli-ban-BUNDLE-on-NODE``, the same ban on each node where no replica runs (so the
@@ -661,7 +655,7 @@ def _version(runner: Runner) -> cib.Element:
     """The ``<cib>`` element alone, with its version attributes (``--no-children``)."""
     root = cib.parse_xml(runner.run(["cibadmin", "--query", "--no-children"]).stdout)
     if root.tag != "cib":
-        raise cib.CibStructureError(f"XML is not a CIB: root <{root.tag}>", FIX_ROOT)
+        raise CibStructureError(f"XML is not a CIB: root <{root.tag}>", FIX_ROOT)
     return root
 
 
@@ -720,7 +714,7 @@ def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.El
             )
         time.sleep(0.1 * attempt)
     if section.tag != "configuration":
-        raise cib.CibStructureError(
+        raise CibStructureError(
             f"cibadmin --query --scope configuration printed <{section.tag}>", FIX_ROOT
         )
     head.append(section)

@@ -37,6 +37,7 @@ from pcmkimg.core.errors import (
     ImageError,
     ImageNotFound,
     InvalidName,
+    InvalidReference,
     NodesUnreachable,
     NodeUnreachable,
     PodmanCommandFailed,
@@ -63,7 +64,10 @@ from pcmkimg.core.images import (
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
 from pcmkimg.core.prune import repository_of
 from pcmkimg.core.pulls import PULL_FIXES, backoff_delays, classify_pull_error
-from pcmkimg.core.reference import InvalidReference, Reference, parse
+from pcmkimg.core.reference import (
+    Reference,
+    parse,
+)
 from pcmkimg.core.store import Resolution, StorePort
 from pcmkimg.core.tagplan import HOLD_TAG, Retagged, TagOp
 

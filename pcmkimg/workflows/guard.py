@@ -23,6 +23,7 @@ from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import signals
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.errors import LeftBehind, PcmkimgError, UsageError
 from pcmkimg.workflows.context import ClusterPort, Context
 
@@ -122,7 +123,7 @@ def _add(
                 outcome = f"the guard keeps {existing.image}"
             else:
                 outcome = "nothing was wired" if not existed else "no constraint was added"
-            raise plan.PreflightFailed(
+            raise PreflightFailed(
                 f"the guard did not start on {', '.join(missing)}, where {bundle} runs: "
                 f"{floating} is missing there; wiring it would stop those replicas, so " + outcome,
                 f"{cmd.shown(cmd.update(missing[0], service.service if service else bundle))}, "

@@ -19,9 +19,13 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.adapters import signals
 from pcmkimg.core import cib, naming
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.errors import InvalidReference, PreflightFailed, UnknownService
 from pcmkimg.core.images import NodesUnreachable
-from pcmkimg.core.plan import Cluster, PreflightFailed, Say, node_facts
-from pcmkimg.core.reference import InvalidReference
+from pcmkimg.core.plan import (
+    Cluster,
+    Say,
+    node_facts,
+)
 from pcmkimg.errors import LeftBehind, PcmkimgError
 from pcmkimg.workflows.context import ClusterPort, Context, StoresPort
 
@@ -64,8 +68,6 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
     if not matches:
         raise _unknown(wanted, cluster)
     if len(matches) > 1:
-        from pcmkimg.core.plan import UnknownService
-
         raise UnknownService(
             f"{wanted!r} matches several bundles: {', '.join(b.id for b, _ in matches)}",
             "name the bundle id",
@@ -91,7 +93,6 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
 
 
 def _unknown(wanted: str, cluster: Cluster) -> PcmkimgError:
-    from pcmkimg.core.plan import UnknownService
 
     ids = ", ".join(b.id for b in cib.bundles(cluster.config)) or "none"
     return UnknownService(f"no bundle {wanted!r}", f"bundles: {ids}")

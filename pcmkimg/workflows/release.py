@@ -30,6 +30,7 @@ from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
 from pcmkimg.core import cib, plan, release, restart
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.errors import PreflightFailed, ReleaseFileError
 from pcmkimg.core.report import NodeResult
 from pcmkimg.core.tagplan import Retagged
 from pcmkimg.errors import PcmkimgError, UsageError
@@ -99,7 +100,7 @@ def _lines(req: ReleaseRequest) -> list[tuple[str, str]]:
         try:
             text = req.images_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise release.ReleaseFileError(
+            raise ReleaseFileError(
                 f"--images {req.images_file}: cannot read it ({exc})",
                 "give a readable file of SERVICE = IMAGE [DIGEST] lines",
             ) from None
@@ -210,7 +211,7 @@ def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, 
         ]
         updater.baseline = plan.health(cluster.status, item.bundle.id)
     if problems:
-        raise plan.PreflightFailed(
+        raise PreflightFailed(
             "release refused: " + "; ".join(dict.fromkeys(problems)),
             "fix these, then run the release again (`pcmkimg check` lists them)",
         )

@@ -22,6 +22,7 @@ from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import restart as restart_rules
+from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.report import NodeResult, Result, UpdateReport
 from pcmkimg.errors import PcmkimgError, UsageError
@@ -258,7 +259,7 @@ class Updater:
             self.baseline, plan.health(self.cluster.status(), bundle.id), node
         )
         if problems:
-            raise plan.PreflightFailed(
+            raise PreflightFailed(
                 f"update of {bundle.service} stopped before {node}, which was not touched: "
                 + "; ".join(problems),
                 f"bring those replicas back ({cmd.quoted(cmd.status())}, "
@@ -622,7 +623,7 @@ class Updater:
                     missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)
                     if problems:
-                        raise plan.PreflightFailed(
+                        raise PreflightFailed(
                             "update refused: " + "; ".join(problems),
                             "fix these, then run the update again (`pcmkimg check` lists them)",
                         )

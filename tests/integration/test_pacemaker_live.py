@@ -15,6 +15,7 @@ import pytest
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters.errors import NotFoundError, RestartFailedError
 from pcmkimg.core import cib
+from pcmkimg.core.errors import RestartRefusedError
 from tests.sandbox.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +113,7 @@ def test_failed_start_is_reported_as_a_failure(bundle) -> None:
         assert [f.task for f in info.value.failures] == ["start"]
         assert bans(runner) == []
         # The restart returns at the first failure: the replica is failed or already stopped.
-        with pytest.raises(pm.RestartRefusedError, match="has failed|no active replica"):
+        with pytest.raises(RestartRefusedError, match="has failed|no active replica"):
             pm.restart_replica(runner, BUNDLE, "controller-1", timeout=60)
     finally:
         heal(cl, runner, ref)
@@ -124,7 +125,7 @@ def test_refused_when_unmanaged(bundle) -> None:
     meta = ["crm_resource", "--resource", BUNDLE, "--meta"]
     runner.run([*meta, "--set-parameter", "is-managed", "--parameter-value", "false"])
     try:
-        with pytest.raises(pm.RestartRefusedError, match="unmanaged"):
+        with pytest.raises(RestartRefusedError, match="unmanaged"):
             pm.restart_replica(runner, BUNDLE, "controller-1")
     finally:
         runner.run([*meta, "--delete-parameter", "is-managed"])
@@ -138,7 +139,7 @@ def test_refused_on_a_standby_node(bundle) -> None:
     cl.run("controller-0", [*standby, "--update", "on"])
     try:
         pm.wait(runner, 60)
-        with pytest.raises(pm.RestartRefusedError, match="standby"):
+        with pytest.raises(RestartRefusedError, match="standby"):
             pm.restart_replica(runner, BUNDLE, "controller-2")
     finally:
         cl.run("controller-0", [*standby, "--delete"])

@@ -10,7 +10,7 @@ import click
 import pytest
 
 from pcmkimg import agent, cli  # noqa: F401 - agent: its error types are in the tree below
-from pcmkimg.adapters import journal, pacemaker, signals
+from pcmkimg.adapters import journal, signals
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.errors import (
     BanNotRemovedError,
@@ -29,7 +29,21 @@ from pcmkimg.adapters.errors import (
     TunnelFailed,
     UnsafeStateDir,
 )
-from pcmkimg.core import cib, lease, naming, plan, reference
+from pcmkimg.core import cib, lease
+from pcmkimg.core.errors import (
+    BundleNotFoundError,
+    CibParseError,
+    CibStructureError,
+    GuardConflictError,
+    InvalidReference,
+    InvalidScheme,
+    NodeNotReady,
+    NotFloatingName,
+    PreflightFailed,
+    RestartRefusedError,
+    UnknownNode,
+    UnknownService,
+)
 from pcmkimg.errors import (
     FAMILIES,
     BadInput,
@@ -57,21 +71,21 @@ EXPECTED: list[tuple[BaseException, int]] = [
     # 2: bad input
     (UsageError("x"), cli.BAD_INPUT),
     (click.UsageError("x"), cli.BAD_INPUT),
-    (reference.InvalidReference("x", "why"), cli.BAD_INPUT),
-    (naming.InvalidScheme("x"), cli.BAD_INPUT),
-    (naming.NotFloatingName("x"), cli.BAD_INPUT),
+    (InvalidReference("x", "why"), cli.BAD_INPUT),
+    (InvalidScheme("x"), cli.BAD_INPUT),
+    (NotFloatingName("x"), cli.BAD_INPUT),
     (ConfigError("x"), cli.BAD_INPUT),
     (NodeNotConfigured("x"), cli.BAD_INPUT),
-    (cib.BundleNotFoundError("x"), cli.BAD_INPUT),
-    (cib.GuardConflictError("x"), cli.BAD_INPUT),
-    (plan.UnknownService("x"), cli.BAD_INPUT),
-    (plan.UnknownNode("x"), cli.BAD_INPUT),
+    (BundleNotFoundError("x"), cli.BAD_INPUT),
+    (GuardConflictError("x"), cli.BAD_INPUT),
+    (UnknownService("x"), cli.BAD_INPUT),
+    (UnknownNode("x"), cli.BAD_INPUT),
     # 3: problems, preconditions
     (cli.CheckFailed("x"), cli.PROBLEMS),
-    (plan.PreflightFailed("x"), cli.PROBLEMS),
-    (plan.NodeNotReady("x"), cli.PROBLEMS),
+    (PreflightFailed("x"), cli.PROBLEMS),
+    (NodeNotReady("x"), cli.PROBLEMS),
     (NoQuorumError("x"), cli.PROBLEMS),
-    (pacemaker.RestartRefusedError("x"), cli.PROBLEMS),
+    (RestartRefusedError("x"), cli.PROBLEMS),
     (OfflineError("x"), cli.PROBLEMS),
     (UnsafeStateDir("x"), cli.PROBLEMS),
     # 4: the lease
@@ -138,8 +152,8 @@ def test_cluster_tool_failures_are_exit_5_and_a_left_ban_exit_7() -> None:
         ToolError,
         NotFoundError,
         CibChangedError,
-        cib.CibParseError,
-        cib.CibStructureError,
+        CibParseError,
+        CibStructureError,
     ):
         assert cli.exit_code(kind.__new__(kind)) == cli.UNREACHABLE, kind
     ban = BanNotRemovedError.__new__(BanNotRemovedError)

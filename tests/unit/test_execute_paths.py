@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.errors import BanNotRemovedError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import Journal, history
 from pcmkimg.core import cib, lease, plan
+from pcmkimg.core.errors import PreflightFailed, RestartRefusedError
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows import update as execute
@@ -115,7 +115,7 @@ def timed_out() -> PcmkimgError:
 
 
 def refused() -> PcmkimgError:
-    return pacemaker.RestartRefusedError(
+    return RestartRefusedError(
         "restart of galera-bundle on controller-0 refused: the replica is unmanaged",
         "`pcs resource manage galera-bundle` first",
     )
@@ -602,7 +602,7 @@ def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(tmp_pa
 def test_run_refuses_when_preflight_finds_problems_and_pulls_nothing(tmp_path: Path) -> None:
     stores, cluster = three_nodes("bans.xml")
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, plan.PreflightFailed)
+    assert isinstance(raised, PreflightFailed)
     assert "cli-ban-galera-bundle-on-controller-1" in raised.message
     assert "`pcmkimg check`" in raised.fix
     assert report.nodes == []
@@ -780,7 +780,7 @@ def test_a_node_is_not_touched_while_another_replica_is_down(tmp_path: Path) -> 
         active={0: "controller-0", 1: "controller-1", 2: "controller-2"}, promoted=3
     )
     res, raised = update(updater, "controller-0")
-    assert isinstance(raised, plan.PreflightFailed)
+    assert isinstance(raised, PreflightFailed)
     assert "stopped before controller-0, which was not touched" in raised.message
     assert "replica 1 of the bundle (on controller-1" in raised.message
     assert store.called("retag") == [] and res.result == "pending"
@@ -911,7 +911,7 @@ def test_run_refuses_what_pacemaker_will_not_carry_out_before_any_pull_or_retag(
     stores, cluster = three_nodes()
     cluster.config = config()
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, plan.PreflightFailed), raised
+    assert isinstance(raised, PreflightFailed), raised
     assert said in raised.message
     assert report.nodes == []
     assert all(s.called("pull") == [] and s.called("retag") == [] for s in stores.values())

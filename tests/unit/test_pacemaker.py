@@ -22,6 +22,7 @@ from pcmkimg.adapters.errors import (
     ToolMissingError,
 )
 from pcmkimg.core import cib
+from pcmkimg.core.errors import RestartRefusedError
 from tests import fixtures
 
 Answer = Union[tuple[int, str, str], BaseException]
@@ -367,7 +368,7 @@ def test_an_existing_ban_refuses_before_any_write() -> None:
     backend(r).answers[("cibadmin", "--query")] = [
         (0, etree.tostring(config, encoding="unicode"), "")
     ]
-    with pytest.raises(pm.RestartRefusedError, match="exists already"):
+    with pytest.raises(RestartRefusedError, match="exists already"):
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
     assert not any(a[1] in ("--modify", "--delete") for a in backend(r).argvs())
 

@@ -11,6 +11,7 @@ from lxml import etree
 
 from pcmkimg.adapters.errors import RestartFailedError
 from pcmkimg.core import release
+from pcmkimg.core.errors import ReleaseFileError
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import UsageError
 from pcmkimg.workflows import release as wf
@@ -63,7 +64,7 @@ def test_the_file_format_comments_blank_lines_digests() -> None:
     ids=["no-image", "malformed", "twice", "floating", "two-digests", "empty"],
 )
 def test_bad_lines_are_refused_naming_the_line_and_service(text: list[str], said: str) -> None:
-    with pytest.raises(release.ReleaseFileError, match=said) as info:
+    with pytest.raises(ReleaseFileError, match=said) as info:
         release.parse_release(lines(*text), SCHEME)
     assert isinstance(info.value, UsageError)  # exit 2
 
@@ -203,7 +204,7 @@ def test_bad_input_is_refused_before_the_cluster_is_read(tmp_path: Path) -> None
     cluster = cluster_of(stores())
     with pytest.raises(UsageError, match="give SERVICE=REF"):
         wf.run(context(cluster, journal_dir=tmp_path), request(pairs=("mariadb",)))
-    with pytest.raises(release.ReleaseFileError, match="argument 2: service rabbitmq"):
+    with pytest.raises(ReleaseFileError, match="argument 2: service rabbitmq"):
         wf.run(
             context(cluster, journal_dir=tmp_path),
             request(pairs=(f"mariadb={REF[GALERA]}", "rabbitmq=Bad//Ref")),

@@ -17,7 +17,7 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.adapters import signals
 from pcmkimg.adapters.errors import PacemakerError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import history, open_journal
-from pcmkimg.core import plan
+from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.core.images import HOLD_TAG, TagOp
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.workflows import rollback as rb
@@ -210,7 +210,7 @@ def test_a_hold_name_the_journal_does_not_explain_is_refused_and_nothing_moves(
     journal_says(tmp_path, *journal)
     before = dict(store.names)
     cluster = cluster_of(store, [])
-    with pytest.raises(plan.PreflightFailed) as info:
+    with pytest.raises(PreflightFailed) as info:
         run(tmp_path, cluster)
     assert f"{HOLD} names {PREVIOUS_ID[:12]} on {NODE}" in info.value.message
     assert f"podman untag {PREVIOUS_ID[:12]} {HOLD}" in info.value.fix
