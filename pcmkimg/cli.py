@@ -25,9 +25,9 @@ from pcmkimg.adapters.errors import PacemakerError
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.errors import (
     BadInput,
-    LeaseHeld,
     LeftBehind,
     NodeFailed,
+    NoLease,
     PcmkimgError,
     Refused,
     Unreachable,
@@ -67,7 +67,7 @@ SIGNAL_CODES: dict[int, int] = {
 FAMILY_CODES: dict[type[PcmkimgError], int] = {
     BadInput: BAD_INPUT,
     Refused: PROBLEMS,
-    LeaseHeld: LEASE_HELD,
+    NoLease: LEASE_HELD,
     Unreachable: UNREACHABLE,
     NodeFailed: UPDATE_FAILED,
     LeftBehind: ROLLBACK_FAILED,

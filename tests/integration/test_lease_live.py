@@ -44,7 +44,7 @@ while time.time() < start:
     time.sleep(0.001)
 try:
     held = leasing.acquire(cluster, 120)
-except lease.LeaseHeldError as exc:
+except lease.LeaseHeld as exc:
     print(json.dumps({"won": False, "holder": exc.holder.pid}), flush=True)
     sys.exit(0)
 print(json.dumps({"won": True, "pid": os.getpid(), "token": held.token}), flush=True)
@@ -143,7 +143,7 @@ def test_held_elsewhere_is_refused_then_taken_over_once_seen_unchanged_for_its_p
     other = lease.Lease("elsewhere.example", 4242, "tok", 2.0, 7, float(int(time.time() + 3600)))
     pm.update_cib(runner, lambda c: cib.set_cluster_property(c, lease.PROPERTY, other.encode()))
     cluster = pm.Pacemaker(runner)
-    with pytest.raises(lease.LeaseHeldError, match="pid 4242 on host elsewhere.example"):
+    with pytest.raises(lease.LeaseHeld, match="pid 4242 on host elsewhere.example"):
         leasing.acquire(cluster)
     assert not leasing.release(cluster, lease.Lease("me", os.getpid(), "x"))
     assert current(runner) == other

@@ -89,7 +89,7 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (OfflineError("x"), cli.PROBLEMS),
     (UnsafeStateDir("x"), cli.PROBLEMS),
     # 4: the lease
-    (lease.LeaseHeldError(lease.Lease("h", 1, "t")), cli.LEASE_HELD),
+    (lease.LeaseHeld(lease.Lease("h", 1, "t")), cli.LEASE_HELD),
     (lease.LeaseLostError("x"), cli.LEASE_HELD),
     (lease.LeaseUnreadableError("x", "why"), cli.LEASE_HELD),
     # 2: the image under the tag has another digest than the one asked for

@@ -42,7 +42,7 @@ def test_a_holder_whose_clock_is_an_hour_off_keeps_its_lease(
     """The reader never compares the holder's clock with its own: a lease it has not yet seen
     unchanged for a whole period is held, whatever time the holder's clock shows."""
     holder = leasing.acquire(fake, 60, host="node-a", clock=lambda: time.time() + skew)
-    with pytest.raises(lease.LeaseHeldError) as info:
+    with pytest.raises(lease.LeaseHeld) as info:
         leasing.acquire(fake, 60, host="node-b")
     assert info.value.holder.token == holder.token
     assert current(fake) is not None and current(fake).token == holder.token
@@ -56,7 +56,7 @@ def test_a_renewing_holder_with_a_skewed_clock_never_loses_its_lease_to_a_watche
     with leasing.held(fake, 0.6, clock=lambda: time.time() - HOUR) as holding:
         for _ in range(3):  # three watches of more than a period each
             started = time.monotonic()
-            with pytest.raises(lease.LeaseHeldError) as info:
+            with pytest.raises(lease.LeaseHeld) as info:
                 leasing.acquire(fake, 0.6, host="node-b", watch=True)
             assert info.value.seen is not None and info.value.seen.changes >= 1
             assert time.monotonic() - started < 0.6  # refused on the first renewal it saw
@@ -82,7 +82,7 @@ def test_a_dead_holder_on_another_host_stops_blocking_within_one_period(
 
 def test_the_refusal_names_the_holder_and_when_the_lease_lapses(fake: fakes.FakeCluster) -> None:
     leasing.acquire(fake, 40, host="node-a", pid=4242)
-    with pytest.raises(lease.LeaseHeldError) as info:
+    with pytest.raises(lease.LeaseHeld) as info:
         leasing.acquire(fake, 40, host="node-b")
     text = info.value.one_line()
     assert "pid 4242 on host node-a" in text
