@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
@@ -672,10 +673,49 @@ class UpdateOutcome:
     report: UpdateReport | None = None
 
     def as_dict(self) -> dict[str, object]:
-        doc: dict[str, object] = {"plan": self.plan.lines(), "targets": list(self.plan.targets)}
-        if self.report is None:
-            return {**doc, "dry_run": True}
-        return {**doc, "report": self.report.as_dict(), "summary": self.report.summary()}
+        return outcome_document(self.plan, self.report)
+
+
+class Planned(Protocol):
+    """A plan as an outcome shows it: an update's or a release's."""
+
+    @property
+    def targets(self) -> tuple[str, ...]: ...
+
+    def lines(self) -> list[str]: ...
+
+
+class Reported(Protocol):
+    """What a run did as an outcome shows it: an update's or a release's report."""
+
+    def as_dict(self) -> dict[str, object]: ...
+
+    def summary(self) -> str: ...
+
+
+def outcome_document(the_plan: Planned, report: Reported | None) -> dict[str, object]:
+    """The ``--json`` document of an update or a release: the plan, its targets, and what was
+    done (``dry_run`` when nothing was)."""
+    doc: dict[str, object] = {"plan": the_plan.lines(), "targets": list(the_plan.targets)}
+    if report is None:
+        return {**doc, "dry_run": True}
+    return {**doc, "report": report.as_dict(), "summary": report.summary()}
+
+
+@contextlib.contextmanager
+def reported_on_failure(jrnl: Journal, service: str, report: Reported) -> Iterator[None]:
+    """A failure or an interruption of the body carries ``report`` (what was done so far:
+    ``--json`` shows it) and is journalled as ``aborted``."""
+    try:
+        yield
+    except BaseException as exc:
+        if isinstance(exc, PcmkimgError):
+            exc.report = report.as_dict()
+        else:  # an interruption (or a bug) carries the report too
+            exc.__dict__["report"] = report.as_dict()
+        with contextlib.suppress(OSError):  # the error matters more than its journal line
+            jrnl.record("aborted", service=service, error=str(exc))
+        raise
 
 
 def one_of(nodes: Sequence[str], every: bool) -> None:
@@ -732,17 +772,7 @@ def run(ctx: Context, req: UpdateRequest) -> UpdateOutcome:
             lease_period=ctx.lease_period,
             progress=ctx.progress,
         )
-        try:
+        with reported_on_failure(jrnl, the_plan.bundle.service, report):
             updater.run(the_plan, report)
-        except BaseException as exc:
-            if isinstance(exc, PcmkimgError):
-                exc.report = report.as_dict()
-            else:  # an interruption (or a bug) carries the report too: --json shows it
-                exc.__dict__["report"] = report.as_dict()
-            try:
-                jrnl.record("aborted", service=the_plan.bundle.service, error=str(exc))
-            except OSError:
-                pass  # the error being reported matters more than its journal line
-            raise
     ctx.say(report.summary())
     return outcome
