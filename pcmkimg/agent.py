@@ -99,7 +99,7 @@ class Ports:
     (crm_attribute). Each method imports its adapter when first called: the monitor's normal
     path (:meth:`inspect`) costs :mod:`pcmkimg.adapters.apisocket` only.
 
-    The store's methods raise :class:`pcmkimg.core.images.ImageError` when the store cannot
+    The store's methods raise :class:`pcmkimg.core.errors.ImageError` when the store cannot
     answer (:meth:`inspect`: :class:`pcmkimg.adapters.apisocket.NoAnswer` when the socket does
     not); the agent maps them to its return codes."""
 

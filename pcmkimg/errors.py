@@ -13,6 +13,11 @@ BadInput)`` is bad input although every other ``ImageError`` is unreachable.
 ``kind.family`` is that family, whatever the order of the bases; a kind whose
 bases disagree must name its family, and naming two is a ``TypeError``. A kind
 without a family (``PcmkimgError`` itself) is a bug if it reaches the user.
+
+The kinds are in one module per layer (:mod:`pcmkimg.core.errors`,
+:mod:`pcmkimg.adapters.errors`, :mod:`pcmkimg.workflows.errors`; the lease's in
+:mod:`pcmkimg.core.lease`), a kind only where a caller tells it apart; where none does, the
+family itself is raised, with its message and fix.
 """
 
 from __future__ import annotations

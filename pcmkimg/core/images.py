@@ -8,8 +8,8 @@ kinds are in :mod:`pcmkimg.core.errors`, the name moves of a retag and of its un
 :mod:`pcmkimg.core.tagplan`, which images a prune removes in :mod:`pcmkimg.core.prune`.
 Standard library only, and no typing at run time: the agent's monitor imports it.
 
-The error kinds and the tag plans are also importable from here, where the callers that predate
-the split import them (the agent's adapters among them).
+The tag plans are also importable from here, where the callers that predate the split import
+them.
 """
 
 from __future__ import annotations
@@ -19,14 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pcmkimg.core.errors import ImageAbsent as ImageAbsent
-from pcmkimg.core.errors import ImageError as ImageError
-from pcmkimg.core.errors import InvalidName as InvalidName
-from pcmkimg.core.errors import NodesUnreachable as NodesUnreachable
-from pcmkimg.core.errors import NodeUnreachable as NodeUnreachable
-from pcmkimg.core.errors import PodmanCommandFailed as PodmanCommandFailed
-from pcmkimg.core.errors import SocketDown as SocketDown
-from pcmkimg.core.errors import StoreError as StoreError
 from pcmkimg.core.errors import UnexpectedAnswer
 from pcmkimg.core.tagplan import HOLD_TAG as HOLD_TAG
 from pcmkimg.core.tagplan import Retagged as Retagged

@@ -19,8 +19,12 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.adapters import signals
 from pcmkimg.core import cib, naming
 from pcmkimg.core import commands as cmd
-from pcmkimg.core.errors import InvalidReference, PreflightFailed, UnknownService
-from pcmkimg.core.images import NodesUnreachable
+from pcmkimg.core.errors import (
+    InvalidReference,
+    NodesUnreachable,
+    PreflightFailed,
+    UnknownService,
+)
 from pcmkimg.core.plan import (
     Cluster,
     Say,

@@ -1,5 +1,5 @@
-"""The failure paths of the update workflow (``execute.Updater``) with the fakes of its two
-ports (``tests/fakes.py``), no cluster.
+"""The failure paths of the update workflow (``pcmkimg.workflows.update.Updater``) with the
+fakes of its two ports (``tests/fakes.py``), no cluster.
 
 A :class:`~tests.fakes.FakeStore` per node stands for its podman store: the primitives of the
 store port (inspect, tag, untag, containers, events) over names -> image IDs, the running

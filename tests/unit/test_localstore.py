@@ -14,7 +14,7 @@ import pytest
 
 from pcmkimg.adapters import localstore
 from pcmkimg.adapters.errors import AnswerTooLarge, AnswerTooSlow
-from pcmkimg.core.images import ImageError, NodeUnreachable, StoreError
+from pcmkimg.core.errors import ImageError, NodeUnreachable, StoreError
 
 Serve = Callable[[socket.socket, threading.Event], None]
 
