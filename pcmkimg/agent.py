@@ -99,7 +99,7 @@ class Ports:
     (crm_attribute). Each method imports its adapter when first called: the monitor's normal
     path (:meth:`inspect`) costs :mod:`pcmkimg.adapters.apisocket` only.
 
-    The store's methods raise :class:`pcmkimg.core.images.ImageError` when the store cannot
+    The store's methods raise :class:`pcmkimg.core.errors.ImageError` when the store cannot
     answer (:meth:`inspect`: :class:`pcmkimg.adapters.apisocket.NoAnswer` when the socket does
     not); the agent maps them to its return codes."""
 
@@ -215,10 +215,11 @@ def parse_state(data: bytes) -> Published | None:
 
 def _floating(ctx: Context):  # type: ignore[no-untyped-def]
     from pcmkimg.core import reference
+    from pcmkimg.core.errors import InvalidReference
 
     try:
         return reference.parse(ctx.param("image") or "")
-    except reference.InvalidReference as exc:
+    except InvalidReference as exc:
         ctx.log.error(f"parameter image: {exc.one_line()}")
         raise OCFError(OCFRC.ERR_CONFIGURED, fit(f"image: {exc.reason}")) from None
 
@@ -417,7 +418,8 @@ def _resolve(
 def _from_answer(ctx: Context, name: str, code: int, status: str, body: bytes) -> Resolved | None:
     """What an answer of ``GET /images/NAME/json`` says: the image, None for 404 (no image has
     the name), an ERR_GENERIC for any other answer."""
-    from pcmkimg.core.images import Resolved, UnexpectedAnswer, inspect_answer
+    from pcmkimg.core.errors import UnexpectedAnswer
+    from pcmkimg.core.images import Resolved, inspect_answer
 
     try:
         found = inspect_answer(code, body)
@@ -453,7 +455,7 @@ def _store_error(ctx: Context, exc: Exception) -> OCFError:
 
 def _with_cli(ctx: Context, ports: Ports, name: str) -> Resolved | None:
     """The name in this node's store, read with the podman command."""
-    from pcmkimg.core.storeerrors import ImageError
+    from pcmkimg.core.errors import ImageError
 
     try:
         return ports.resolve_with_cli(name, _node(ctx))
@@ -463,7 +465,7 @@ def _with_cli(ctx: Context, ports: Ports, name: str) -> Resolved | None:
 
 def _find(ctx: Context, ports: Ports, name: str) -> Resolved | None:
     """A name or an image ID in this node's store: Resolved, or None when it is not there."""
-    from pcmkimg.core.storeerrors import ImageError
+    from pcmkimg.core.errors import ImageError
 
     try:
         return ports.find(_url(ctx), name, _node(ctx))
@@ -473,7 +475,7 @@ def _find(ctx: Context, ports: Ports, name: str) -> Resolved | None:
 
 def _running_images(ctx: Context, ports: Ports, name: str) -> tuple[str, ...]:
     """The IDs of the images that this node's running containers created from ``name`` run."""
-    from pcmkimg.core.storeerrors import ImageError
+    from pcmkimg.core.errors import ImageError
 
     try:
         return ports.running_images(_url(ctx), name, _node(ctx))
@@ -616,7 +618,7 @@ def _heal(ctx: Context, ports: Ports, state: Published) -> Resolved | None:
 
     A probe gives the name back only to the image that running containers of the name run; with
     none, it returns None without an exit reason (the probe says 7: not running here)."""
-    from pcmkimg.core.storeerrors import ImageError
+    from pcmkimg.core.errors import ImageError
 
     node = _node(ctx)
     image_id = _heal_source(ctx, ports, state)

@@ -21,12 +21,13 @@ import click
 
 from pcmkimg import __version__
 from pcmkimg.adapters import config, journal, pacemaker, signals
+from pcmkimg.adapters.errors import PacemakerError
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.errors import (
     BadInput,
-    LeaseHeld,
     LeftBehind,
     NodeFailed,
+    NoLease,
     PcmkimgError,
     Refused,
     Unreachable,
@@ -66,7 +67,7 @@ SIGNAL_CODES: dict[int, int] = {
 FAMILY_CODES: dict[type[PcmkimgError], int] = {
     BadInput: BAD_INPUT,
     Refused: PROBLEMS,
-    LeaseHeld: LEASE_HELD,
+    NoLease: LEASE_HELD,
     Unreachable: UNREACHABLE,
     NodeFailed: UPDATE_FAILED,
     LeftBehind: ROLLBACK_FAILED,
@@ -189,7 +190,7 @@ def _views(env: Env) -> Iterator[storeview.StoreViews]:
     def local() -> str | None:
         try:
             return pacemaker.local_node(env.runner)
-        except pacemaker.PacemakerError:
+        except PacemakerError:
             return None
 
     with storeview.open_views(env.conf, local) as views:
@@ -202,7 +203,7 @@ def _stores(env: Env) -> Iterator[images.Stores]:
 
     try:
         local = pacemaker.local_node(env.runner)
-    except pacemaker.PacemakerError:
+    except PacemakerError:
         local = None
     with images.open_stores(env.conf, local) as stores:
         yield stores

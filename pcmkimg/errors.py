@@ -6,13 +6,18 @@ an exit code in one place (``cli.py``) and the agent to an OCF code in one
 place (``agent.py``).
 
 Every kind is in one *family*, which says what the caller can do about it (and
-which exit code the CLI gives it): ``BadInput``, ``Refused``, ``LeaseHeld``,
+which exit code the CLI gives it): ``BadInput``, ``Refused``, ``NoLease``,
 ``Unreachable``, ``NodeFailed`` or ``LeftBehind``. A kind names its family among
 its bases, or has the family of its base: ``class InvalidName(ImageError,
 BadInput)`` is bad input although every other ``ImageError`` is unreachable.
 ``kind.family`` is that family, whatever the order of the bases; a kind whose
 bases disagree must name its family, and naming two is a ``TypeError``. A kind
 without a family (``PcmkimgError`` itself) is a bug if it reaches the user.
+
+The kinds are in one module per layer (:mod:`pcmkimg.core.errors`,
+:mod:`pcmkimg.adapters.errors`, :mod:`pcmkimg.workflows.errors`; the lease's in
+:mod:`pcmkimg.core.lease`), a kind only where a caller tells it apart; where none does, the
+family itself is raised, with its message and fix.
 """
 
 from __future__ import annotations
@@ -70,8 +75,9 @@ class Refused(PcmkimgError, exit_family=True):
     """A precondition does not hold; nothing was changed (exit 3)."""
 
 
-class LeaseHeld(PcmkimgError, exit_family=True):
-    """Another pcmkimg (or a person) owns the update lease, or it cannot be read (exit 4)."""
+class NoLease(PcmkimgError, exit_family=True):
+    """The update lease is not ours: another pcmkimg (or a person) holds it, ours was lost, or
+    its value cannot be read (exit 4)."""
 
 
 class Unreachable(PcmkimgError, exit_family=True):
@@ -89,7 +95,7 @@ class LeftBehind(PcmkimgError, exit_family=True):
 FAMILIES: tuple[type[PcmkimgError], ...] = (
     BadInput,
     Refused,
-    LeaseHeld,
+    NoLease,
     Unreachable,
     NodeFailed,
     LeftBehind,

@@ -64,10 +64,15 @@ from pathlib import Path
 from types import MappingProxyType
 
 from pcmkimg import PODMAN_SOCKET
+from pcmkimg.adapters.errors import ConfigError, NodeNotConfigured, TunnelFailed
+from pcmkimg.core.errors import InvalidReference, InvalidScheme
 from pcmkimg.core.lease import DEFAULT_PERIOD, MAX_PERIOD, MIN_PERIOD, check_period
-from pcmkimg.core.naming import InvalidScheme, Scheme
-from pcmkimg.core.reference import InvalidReference, validate_domain
-from pcmkimg.errors import BadInput
+from pcmkimg.core.naming import (
+    Scheme,
+)
+from pcmkimg.core.reference import (
+    validate_domain,
+)
 
 DEFAULT_PATH = Path("/etc/pcmkimg/pcmkimg.conf")
 """Where the configuration file is read from unless told otherwise."""
@@ -84,14 +89,6 @@ _SECTIONS = ("nodes", "scheme", "registries", "ssh", "lease")
 _SCHEME_KEYS = ("prefix", "tag", "rollback_tag")
 _SSH_KEYS = ("known_hosts", "identity_file", "connect_timeout")
 _BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
-
-
-class ConfigError(BadInput):
-    """The configuration file cannot be read or is malformed."""
-
-
-class NodeNotConfigured(BadInput):
-    """No podman URL is known for a node."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +231,7 @@ def _ssh_url_ok(url: str) -> bool:
 
     try:
         tunnel.parse_url(url)
-    except tunnel.TunnelFailed:
+    except TunnelFailed:
         return False
     return True
 

@@ -18,14 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pcmkimg.errors import Refused
+from pcmkimg.adapters.errors import UnsafeStateDir
 
 DEFAULT_DIR = Path("/var/lib/pcmkimg")
 FILE = "journal.jsonl"
-
-
-class UnsafeStateDir(Refused):
-    """The state directory could be written by someone else."""
 
 
 def _open_dir(path: Path) -> int:

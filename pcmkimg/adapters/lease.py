@@ -29,9 +29,8 @@ from pcmkimg.core.lease import (
     PROPERTY,
     Lease,
     LeaseError,
-    LeaseHeldError,
+    LeaseHeld,
     LeaseLostError,
-    LeaseNotReleasedError,
     LeaseUnreadableError,
     Observation,
     check_period,
@@ -40,7 +39,7 @@ from pcmkimg.core.lease import (
     observe,
     read,
 )
-from pcmkimg.errors import PcmkimgError
+from pcmkimg.errors import LeftBehind, PcmkimgError
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ def acquire(
     monotonic: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] | None = None,
 ) -> Lease:
-    """Take the lease, or take over one that lapsed. :class:`LeaseHeldError` when it is held.
+    """Take the lease, or take over one that lapsed. :class:`LeaseHeld` when it is held.
 
     A lease of another process lapses once this process has seen it unchanged for longer than
     its period (by ``monotonic``, our own clock). With ``watch`` we keep looking (every
@@ -118,7 +117,7 @@ def acquire(
         try:
             cluster.update_cib(edit)
             return mine
-        except LeaseHeldError as exc:
+        except LeaseHeld as exc:
             if not watch or (exc.seen is not None and exc.seen.changes):
                 raise
             if say is not None and not announced:
@@ -332,7 +331,7 @@ def _release_or_raise(cluster: CibWriter, mine: Lease, first: BaseException | No
             said = first.one_line() if isinstance(first, PcmkimgError) else first
             before = f" (after: {said or type(first).__name__})"
         # Never let an interruption or another error hide a lease left behind.
-        raise LeaseNotReleasedError(
+        raise LeftBehind(
             f"the update lease could not be released: {exc.message}{before}",
             f"{_FIX_DELETE} once no pcmkimg runs",
         ) from exc

@@ -19,14 +19,17 @@ from collections.abc import Sequence
 
 from pcmkimg import PODMAN_SOCKET
 from pcmkimg.adapters import apisocket
-from pcmkimg.core.images import (
+from pcmkimg.adapters.errors import AnswerTooLarge, AnswerTooSlow
+from pcmkimg.core.errors import (
     ImageError,
-    ImageInfo,
     NodeUnreachable,
     PodmanCommandFailed,
-    Resolved,
     StoreError,
     UnexpectedAnswer,
+)
+from pcmkimg.core.images import (
+    ImageInfo,
+    Resolved,
     Unresolved,
     image_info,
     inspect_answer,
@@ -45,13 +48,6 @@ if TYPE_CHECKING:
 
 LOCAL_URL = PODMAN_SOCKET
 """The podman API socket of the local node (as :data:`pcmkimg.adapters.config.LOCAL_URL`)."""
-
-
-def _unreachable_fix(url: str) -> str:
-    if url.startswith("ssh://"):
-        return "check ssh access to the node and that podman.socket runs there"
-    path = url[len("unix://") :] if url.startswith("unix://") else url
-    return f"start the podman API service on the node (systemctl start podman.socket; {path})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,14 +70,6 @@ def _local(url: str, over_socket: Callable[[str], T], with_cli: Callable[[], T])
 
 MAX_ANSWER = apisocket.MAX_ANSWER
 """The most bytes an answer of the API socket may have (the client's own cap)."""
-
-
-class AnswerTooSlow(NodeUnreachable):
-    """The podman API socket did not give its whole answer within the deadline."""
-
-
-class AnswerTooLarge(StoreError):
-    """The podman API socket's answer is larger than :data:`MAX_ANSWER`."""
 
 
 def api_request(
@@ -112,7 +100,7 @@ def api_request(
     except apisocket.NoAnswer as err:
         raise NodeUnreachable(
             f"the podman API socket {path} does not answer: {err}",
-            _unreachable_fix(f"unix://{path}"),
+            NodeUnreachable.fix_for(f"unix://{path}"),
             node=node,
             ref=ref,
         ) from err

@@ -31,10 +31,24 @@ from typing import Optional
 
 from lxml import etree
 
+from pcmkimg.adapters.errors import (
+    BanNotRemovedError,
+    CibChangedError,
+    CibEnvironmentError,
+    ClusterUnreachableError,
+    NoQuorumError,
+    NotFoundError,
+    OfflineError,
+    PacemakerError,
+    PacemakerTimeoutError,
+    RestartFailedError,
+    ToolError,
+    ToolMissingError,
+)
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, Refused, Unreachable
+from pcmkimg.core.errors import CibStructureError
 
 log = logging.getLogger(__name__)
 
@@ -48,79 +62,6 @@ RC_OLD = 103  # "Update was older than existing configuration"
 RC_NOSUCH = 105
 RC_QUORUM = 106
 RC_TIMEOUT = 124
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class PacemakerError(Unreachable):
-    """Base of the errors of this adapter."""
-
-
-class ToolMissingError(PacemakerError):
-    """A Pacemaker tool is not installed (or not on PATH)."""
-
-
-class ToolError(PacemakerError):
-    """A tool failed; carries the argv, exit code and stderr."""
-
-    def __init__(
-        self,
-        message: str,
-        fix: str = "",
-        *,
-        argv: Sequence[str] = (),
-        rc: int = 0,
-        stderr: str = "",
-    ) -> None:
-        self.argv = tuple(argv)
-        self.rc = rc
-        self.stderr = stderr
-        super().__init__(message, fix)
-
-
-class CibChangedError(ToolError):
-    """The CIB changed between our read and our write: the write was refused."""
-
-
-class NotFoundError(ToolError):
-    """A resource, node or attribute does not exist."""
-
-
-class NoQuorumError(ToolError, Refused):
-    """The cluster (partition) has no quorum."""
-
-
-class ClusterUnreachableError(ToolError):
-    """The tool could not talk to the cluster daemons on this node."""
-
-
-class PacemakerTimeoutError(ToolError):
-    """A tool (or the cluster, for ``--wait``/``--restart``) did not finish in time."""
-
-
-class OfflineError(PacemakerError, Refused):
-    """The operation needs a live cluster but the runner works on a CIB file."""
-
-
-class CibEnvironmentError(BadInput):
-    """A ``CIB_*`` variable or ``--cib-file`` that this command cannot honour."""
-
-
-# The restart's refusals are core rules (restart.check_restartable); named here for callers.
-RestartRefusedError = restart.RestartRefusedError
-
-
-class RestartFailedError(PacemakerError, NodeFailed):
-    """The replica did not come back: a failed operation, or not active on its node."""
-
-    def __init__(self, message: str, fix: str = "", *, failures: Sequence[cib.Failure] = ()):
-        self.failures = tuple(failures)
-        super().__init__(message, fix)
-
-
-class BanNotRemovedError(PacemakerError, LeftBehind):
-    """The ``cli-ban`` left by a restart could not be removed."""
 
 
 # --------------------------------------------------------------------------- runner
@@ -603,7 +544,7 @@ def restart_replica(
 ) -> RestartReport:
     """Restart the replica of ``bundle_id`` on ``node`` in place and check that it came back.
 
-    Refuses (:class:`~pcmkimg.core.restart.RestartRefusedError`, as
+    Refuses (:class:`~pcmkimg.core.errors.RestartRefusedError`, as
     :func:`~pcmkimg.core.restart.check_restartable` decides) before touching anything. Then,
     with no other CIB write before it, one write places the :class:`Holds`:
     ``cli-ban-BUNDLE-on-NODE``, the same ban on each node where no replica runs (so the
@@ -714,7 +655,7 @@ def _version(runner: Runner) -> cib.Element:
     """The ``<cib>`` element alone, with its version attributes (``--no-children``)."""
     root = cib.parse_xml(runner.run(["cibadmin", "--query", "--no-children"]).stdout)
     if root.tag != "cib":
-        raise cib.CibStructureError(f"XML is not a CIB: root <{root.tag}>", FIX_ROOT)
+        raise CibStructureError(f"XML is not a CIB: root <{root.tag}>", FIX_ROOT)
     return root
 
 
@@ -773,7 +714,7 @@ def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.El
             )
         time.sleep(0.1 * attempt)
     if section.tag != "configuration":
-        raise cib.CibStructureError(
+        raise CibStructureError(
             f"cibadmin --query --scope configuration printed <{section.tag}>", FIX_ROOT
         )
     head.append(section)

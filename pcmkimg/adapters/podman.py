@@ -27,13 +27,26 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from pcmkimg.adapters.config import Config
-from pcmkimg.adapters.localstore import (
-    _unreachable_fix,
-    inspect_over_socket,
-    resolve_local,
-    resolve_with_cli,
-)
+from pcmkimg.adapters.errors import HostKeyRejected
+from pcmkimg.adapters.localstore import inspect_over_socket, resolve_local, resolve_with_cli
 from pcmkimg.adapters.signals import signals_held
+from pcmkimg.core.errors import (
+    AuthError,
+    DigestMismatch,
+    ImageAbsent,
+    ImageError,
+    ImageNotFound,
+    InvalidName,
+    InvalidReference,
+    NodesUnreachable,
+    NodeUnreachable,
+    PodmanCommandFailed,
+    PullFailed,
+    RegistryUnreachable,
+    SocketDown,
+    StoreError,
+    TLSError,
+)
 from pcmkimg.core.images import (
     Container,
     ImageInfo,
@@ -50,30 +63,12 @@ from pcmkimg.core.images import (
 )
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
 from pcmkimg.core.prune import repository_of
-from pcmkimg.core.pulls import (
-    _FIXES,
-    AuthError,
-    DigestMismatch,
-    HostKeyRejected,
-    ImageNotFound,
-    PullFailed,
-    RegistryUnreachable,
-    TLSError,
-    backoff_delays,
-    classify_pull_error,
+from pcmkimg.core.pulls import PULL_FIXES, backoff_delays, classify_pull_error
+from pcmkimg.core.reference import (
+    Reference,
+    parse,
 )
-from pcmkimg.core.reference import InvalidReference, Reference, parse
 from pcmkimg.core.store import Resolution, StorePort
-from pcmkimg.core.storeerrors import (
-    ImageAbsent,
-    ImageError,
-    InvalidName,
-    NodesUnreachable,
-    NodeUnreachable,
-    PodmanCommandFailed,
-    SocketDown,
-    StoreError,
-)
 from pcmkimg.core.tagplan import HOLD_TAG, Retagged, TagOp
 
 if TYPE_CHECKING:
@@ -169,7 +164,7 @@ class Store(StorePort):
         cause = err.__cause__ or err
         return NodeUnreachable(
             f"the podman API service at {self.url} did not answer: {cause}",
-            _unreachable_fix(self.url),
+            NodeUnreachable.fix_for(self.url),
             node=self.node,
             ref=ref,
         )
@@ -413,7 +408,7 @@ class Store(StorePort):
         if not image_id:
             raise PullFailed(
                 "podman reported neither an image nor an error",
-                _FIXES[PullFailed],
+                PULL_FIXES[PullFailed],
                 node=self.node,
                 ref=source,
             )
@@ -421,7 +416,7 @@ class Store(StorePort):
 
     def _pull_error(self, message: str, source: Reference, status: int | None = None) -> ImageError:
         kind = classify_pull_error(message, status)
-        return kind(f"pull failed: {message.strip()}", _FIXES[kind], node=self.node, ref=source)
+        return kind(f"pull failed: {message.strip()}", PULL_FIXES[kind], node=self.node, ref=source)
 
     # -- removing ------------------------------------------------------------------------------
 
@@ -503,7 +498,7 @@ def connect(
             if not client.ping():
                 raise NodeUnreachable(
                     f"the podman API service at {url} did not answer its ping",
-                    _unreachable_fix(url),
+                    NodeUnreachable.fix_for(url),
                     node=node,
                 )
     except BaseException as err:

@@ -24,13 +24,11 @@ from typing import TYPE_CHECKING, Any
 from pcmkimg.adapters.config import Config
 from pcmkimg.adapters.localstore import api_request, inspect_over_socket
 from pcmkimg.adapters.podman import each
+from pcmkimg.core.errors import NodeUnreachable, SocketDown, StoreError
 from pcmkimg.core.images import (
     Container,
     ImageInfo,
-    NodeUnreachable,
     Resolved,
-    SocketDown,
-    StoreError,
     Unresolved,
     containers_from,
     image_info,

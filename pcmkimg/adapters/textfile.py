@@ -11,13 +11,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from pcmkimg.errors import BadInput
+from pcmkimg.adapters.errors import TextfileError
 
 MODE = 0o644
-
-
-class TextfileError(BadInput):
-    """The directory is missing, not a directory, or the file can't be written there."""
 
 
 def check_dir(directory: Path) -> None:

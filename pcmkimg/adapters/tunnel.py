@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from pcmkimg.adapters.errors import TunnelFailed
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import Unreachable
 
 if TYPE_CHECKING:
     from pcmkimg.adapters.config import SshSettings
@@ -43,16 +43,6 @@ _HOST_KEY_WORDS = (
     "host key for",
     "no matching host key",
 )
-
-
-class TunnelFailed(Unreachable):
-    """ssh could not open the tunnel. ``stderr`` is what ssh said; ``host_key`` is True when
-    ssh refused the host's key."""
-
-    def __init__(self, message: str, fix: str = "", *, stderr: str = "", host_key: bool = False):
-        self.stderr = stderr
-        self.host_key = host_key
-        super().__init__(message, fix)
 
 
 @dataclass(frozen=True)
@@ -249,9 +239,8 @@ def open_tunnel(
 def open_for_node(node: str, url: str, ssh: SshSettings, timeout: float = OPEN_TIMEOUT) -> Tunnel:
     """The tunnel to ``node``'s podman socket at the ``ssh://`` ``url``, with the [ssh]
     settings; a refusal is the store's error of that node (HostKeyRejected for a host key)."""
-    from pcmkimg.adapters.localstore import _unreachable_fix
-    from pcmkimg.core.images import NodeUnreachable
-    from pcmkimg.core.pulls import HostKeyRejected
+    from pcmkimg.adapters.errors import HostKeyRejected
+    from pcmkimg.core.errors import NodeUnreachable
 
     try:
         return open_tunnel(
@@ -263,4 +252,4 @@ def open_for_node(node: str, url: str, ssh: SshSettings, timeout: float = OPEN_T
         )
     except TunnelFailed as err:
         kind = HostKeyRejected if err.host_key else NodeUnreachable
-        raise kind(err.message, err.fix or _unreachable_fix(url), node=node) from err
+        raise kind(err.message, err.fix or NodeUnreachable.fix_for(url), node=node) from err

@@ -4,12 +4,12 @@ The records the store adapters share (:mod:`pcmkimg.adapters.localstore` for the
 :mod:`pcmkimg.adapters.podman` for the command, :mod:`pcmkimg.adapters.storeview` for status):
 an image, a name resolved or not, a container, the outcome of a pull or a prune; the readers of
 podman's answers; and two rules on plain data (:func:`has_digest`, :func:`downtime`). The error
-kinds are in :mod:`pcmkimg.core.storeerrors`, the name moves of a retag and of its undo in
+kinds are in :mod:`pcmkimg.core.errors`, the name moves of a retag and of its undo in
 :mod:`pcmkimg.core.tagplan`, which images a prune removes in :mod:`pcmkimg.core.prune`.
 Standard library only, and no typing at run time: the agent's monitor imports it.
 
-The error kinds and the tag plans are also importable from here, where the callers that predate
-the split import them (the agent's adapters among them).
+The tag plans are also importable from here, where the callers that predate the split import
+them.
 """
 
 from __future__ import annotations
@@ -19,14 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pcmkimg.core.storeerrors import ImageAbsent as ImageAbsent
-from pcmkimg.core.storeerrors import ImageError as ImageError
-from pcmkimg.core.storeerrors import InvalidName as InvalidName
-from pcmkimg.core.storeerrors import NodesUnreachable as NodesUnreachable
-from pcmkimg.core.storeerrors import NodeUnreachable as NodeUnreachable
-from pcmkimg.core.storeerrors import PodmanCommandFailed as PodmanCommandFailed
-from pcmkimg.core.storeerrors import SocketDown as SocketDown
-from pcmkimg.core.storeerrors import StoreError as StoreError
+from pcmkimg.core.errors import UnexpectedAnswer
 from pcmkimg.core.tagplan import HOLD_TAG as HOLD_TAG
 from pcmkimg.core.tagplan import Retagged as Retagged
 from pcmkimg.core.tagplan import TagOp as TagOp
@@ -194,10 +187,6 @@ def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
         names_history=tuple(attrs.get("NamesHistory") or ()),
         created=parse_created(attrs.get("Created")),
     )
-
-
-class UnexpectedAnswer(ValueError):
-    """An answer of ``GET /images/NAME/json`` that is neither 404 nor a 200 JSON object."""
 
 
 def inspect_answer(code: int, body: bytes) -> ImageInfo | None:

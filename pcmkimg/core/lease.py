@@ -16,7 +16,7 @@ once (its pid is gone).
 Taking it is a compare-and-swap: read the CIB, decide, and write with ``cibadmin --patch``,
 whose source version is the version we read. Pacemaker applies a patch only to a CIB of exactly
 that version, so of two processes that read the same CIB only the first write lands; the other
-gets :class:`~pcmkimg.adapters.pacemaker.CibChangedError`, reads again, and now sees the
+gets :class:`~pcmkimg.adapters.errors.CibChangedError`, reads again, and now sees the
 winner's lease. The same holds for a takeover: the value the reader watched is still the value
 it replaces, or its write does not land.
 
@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import LeaseHeld, LeftBehind
+from pcmkimg.errors import NoLease
 
 PROPERTY = "pcmkimg-lease"
 log = logging.getLogger(__name__)
@@ -49,15 +49,12 @@ FIX_UNREADABLE = f"{cmd.shown(cmd.delete_property(PROPERTY))} {_ONCE_NONE_RUNS}"
 """What to do about a lease value we cannot read, as ``check`` lists it."""
 
 
-class LeaseError(LeaseHeld):
-    """Base of the lease errors."""
+class LeaseError(NoLease):
+    """Base of the lease errors that refuse or stop an update (taking the lease, renewing it);
+    a lease left behind after the run is :class:`~pcmkimg.errors.LeftBehind`."""
 
 
-class LeaseNotReleasedError(LeftBehind):
-    """Our lease is still in the CIB: a person has to remove it."""
-
-
-class LeaseHeldError(LeaseError):
+class LeaseHeld(LeaseError):
     """Another live process holds the lease."""
 
     def __init__(self, holder: Lease, seen: Observation | None = None, now: float = 0.0) -> None:
@@ -219,7 +216,7 @@ def claim(
     alive: Callable[[int], bool],
     seen: Observation | None = None,
 ) -> cib.CibChange:
-    """The change that writes ``mine``; :class:`LeaseHeldError` if a live lease is there.
+    """The change that writes ``mine``; :class:`LeaseHeld` if a live lease is there.
 
     Our own lease (same holder and token) is renewed. ``seen`` is what this reader has
     observed of the lease so far (see :func:`observe`).
@@ -227,7 +224,7 @@ def claim(
     current = read(config)
     if current is not None and not current.same_holder(mine):
         if not is_stale(current, seen, now, mine.host, alive):
-            raise LeaseHeldError(current, seen, now)
+            raise LeaseHeld(current, seen, now)
         log.warning("taking over the lapsed lease of pid %s on %s", current.pid, current.host)
     return cib.set_cluster_property(config, PROPERTY, mine.encode())
 

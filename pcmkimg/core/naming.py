@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from pcmkimg.core.errors import InvalidReference, InvalidScheme, NotFloatingName
 from pcmkimg.core.reference import (
-    InvalidReference,
     Reference,
     parse,
     validate_domain,
@@ -29,7 +29,6 @@ from pcmkimg.core.reference import (
     validate_tag,
 )
 from pcmkimg.core.tagplan import HOLD_TAG
-from pcmkimg.errors import BadInput
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,14 +36,6 @@ if TYPE_CHECKING:
 
 LEGACY_TAG = "pcmklatest"
 """The tag of TripleO's legacy floating names (``REG/NS/IMG:pcmklatest``)."""
-
-
-class InvalidScheme(BadInput):
-    """The floating-name scheme (prefix or tags) is not usable."""
-
-
-class NotFloatingName(BadInput):
-    """A reference is neither a common-tag nor a legacy floating name."""
 
 
 @dataclass(frozen=True)

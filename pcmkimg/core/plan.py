@@ -15,27 +15,11 @@ from typing import Literal
 
 from pcmkimg.core import cib, naming, restart
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.errors import NodeNotReady, UnknownNode, UnknownService
 from pcmkimg.core.reference import Reference
-from pcmkimg.errors import Refused, UsageError
 
 Say = Callable[[str], None]
 """Where a workflow says what it does (stderr in the CLI)."""
-
-
-class PreflightFailed(Refused):
-    """The cluster is not in a state where an update (or another change) may start."""
-
-
-class UnknownService(UsageError):
-    """No bundle matches the service name."""
-
-
-class UnknownNode(UsageError):
-    """A node named on the command line is not a cluster node that can run the bundle."""
-
-
-class NodeNotReady(Refused):
-    """A target node is offline, in standby or in maintenance."""
 
 
 @dataclass(frozen=True)

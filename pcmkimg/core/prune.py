@@ -11,8 +11,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from pcmkimg.core.errors import InvalidReference
 from pcmkimg.core.naming import DEFAULT_SCHEME, LEGACY_TAG, Scheme
-from pcmkimg.core.reference import InvalidReference, parse
+from pcmkimg.core.reference import (
+    parse,
+)
 from pcmkimg.core.tagplan import HOLD_TAG
 
 TYPE_CHECKING = False

@@ -1,4 +1,4 @@
-"""Pull failures told apart: the error kinds of a pull, their fixes, and the retry rule. Pure.
+"""Pull failures told apart: which error kind a failed pull is, its fix, and the retry rule. Pure.
 
 podman reports a failed pull as text, in the pull stream's ``error`` record (podman 4; podman 5
 in the libpod stream), or as the HTTP status and message of a refusal before any stream (podman
@@ -14,37 +14,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from pcmkimg.core import commands as cmd
-from pcmkimg.core.storeerrors import ImageError, InvalidName, NodeUnreachable
-from pcmkimg.errors import BadInput
-
-
-class HostKeyRejected(NodeUnreachable):
-    """ssh refused the node's host key: it is unknown or it changed."""
-
-
-class RegistryUnreachable(ImageError):
-    """The registry did not answer, or answered with a server error (5xx). Transient."""
-
-
-class TLSError(ImageError):
-    """The TLS connection to the registry failed (certificate, or a plain-HTTP registry)."""
-
-
-class AuthError(ImageError):
-    """The registry refused the credentials, or asked for some."""
-
-
-class ImageNotFound(ImageError):
-    """The registry has no such repository or tag (or digest)."""
-
-
-class DigestMismatch(ImageError, BadInput):
-    """The image has another digest than the one expected."""
-
-
-class PullFailed(ImageError):
-    """A pull failed for a reason not classified above."""
-
+from pcmkimg.core.errors import (
+    AuthError,
+    ImageError,
+    ImageNotFound,
+    InvalidName,
+    PullFailed,
+    RegistryUnreachable,
+    TLSError,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Pure helpers (unit-tested with plain data).
@@ -97,7 +75,7 @@ _TLS_FIX = (
     "or, for a plain-HTTP registry, write 'HOST:PORT = tls_verify=false' in the [registries] "
     "section of pcmkimg.conf"
 )
-_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
+PULL_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
     {
         RegistryUnreachable: "check that the registry runs and that the node can reach it, "
         "then run the command again",

@@ -47,13 +47,12 @@ same checks as :func:`parse`, so ``parse(format(ref)) == ref`` and ``format(pars
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from pcmkimg.errors import BadInput
+from pcmkimg.core.errors import InvalidReference
 
 NAME_MAX = 255
 """The most characters a name (``domain/path``) may have."""
@@ -89,41 +88,6 @@ _FIX_PATH = (
 _FIX_DOMAIN = "write the registry as a host name or IPv4 address, optionally with :port"
 _FIX_TAG = f"a tag is 1 to {TAG_MAX} of A-Z a-z 0-9 _ . - and starts with a letter, digit or '_'"
 _FIX_DIGEST = "write the digest as sha256:<64 lowercase hex digits> (or sha384, sha512)"
-
-
-class InvalidReference(BadInput):
-    """A string is not a valid image reference, or a part of one is not valid.
-
-    ``text`` is the offending input, ``reason`` says what is wrong and ``position`` (when known)
-    is the index in ``text`` of the first character at fault.
-    """
-
-    def __init__(
-        self,
-        text: object,
-        reason: str,
-        *,
-        position: int | None = None,
-        fix: str = "",
-        what: str = "reference",
-    ) -> None:
-        self.text = text
-        self.reason = reason
-        self.position = position
-        super().__init__(f"invalid {what} {_quote(text)}: {reason}", fix)
-
-
-def _quote(text: object) -> str:
-    if not isinstance(text, str):
-        return f"{text!r} (type {type(text).__name__}, not str)"
-    if len(text) > 300:
-        text = text[:300] + "..."
-    quoted = json.dumps(text, ensure_ascii=False)
-    try:
-        quoted.encode()
-    except UnicodeEncodeError:  # lone surrogates, e.g. from undecodable bytes
-        return json.dumps(text)
-    return quoted
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg.core import cib, naming, plan
-from pcmkimg.core.reference import InvalidReference, Reference, parse
-from pcmkimg.errors import UsageError
-
-
-class ReleaseFileError(UsageError):
-    """The release (file or SERVICE=REF arguments) is malformed."""
+from pcmkimg.core.errors import (
+    InvalidReference,
+    NodeNotReady,
+    ReleaseFileError,
+    UnknownNode,
+)
+from pcmkimg.core.reference import (
+    Reference,
+    parse,
+)
 
 
 @dataclass(frozen=True)
@@ -193,9 +197,9 @@ def plan_release(
 ) -> ReleasePlan:
     """The release's plan on ``nodes`` (None: every node that can run one of its bundles).
 
-    Raises :class:`~pcmkimg.core.plan.UnknownService` for a service that no bundle runs
-    behind a floating name, :class:`~pcmkimg.core.plan.UnknownNode` /
-    :class:`~pcmkimg.core.plan.NodeNotReady` for the nodes (every problem at once)."""
+    Raises :class:`~pcmkimg.core.errors.UnknownService` for a service that no bundle runs
+    behind a floating name, :class:`~pcmkimg.core.errors.UnknownNode` /
+    :class:`~pcmkimg.core.errors.NodeNotReady` for the nodes (every problem at once)."""
     items = tuple(Item(plan.find_bundle(cluster, e.service, scheme), e) for e in entries)
     bundles = {i.bundle.service: i.bundle.id for i in items}
     configs = [cib.bundle(cluster.config, i.bundle.id) for i in items]
@@ -217,15 +221,15 @@ def plan_release(
             problems.append(f"no bundle of the release can run on {name}")
     if problems:
         known = ", ".join(sorted(by_node)) or "none"
-        raise plan.UnknownNode("; ".join(problems), f"cluster nodes: {known}")
+        raise UnknownNode("; ".join(problems), f"cluster nodes: {known}")
     not_ready = [f for n in chosen for f in list(by_node[n].values())[:1] if not f.ready]
     if not_ready:
-        raise plan.NodeNotReady(
+        raise NodeNotReady(
             "; ".join(f"{f.name} is {f.why_not_ready or 'not ready'}" for f in not_ready),
             "bring the node online and out of standby/maintenance, or leave it out",
         )
     if not chosen:
-        raise plan.UnknownNode("no node can run a bundle of the release", "check the bundles")
+        raise UnknownNode("no node can run a bundle of the release", "check the bundles")
 
     def rank(node: str) -> tuple[int, str]:
         per = by_node[node].values()

@@ -19,15 +19,7 @@ from lxml import etree
 
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import Refused
-
-
-class RestartRefusedError(Refused):
-    """A replica restart was refused before touching anything (the reason says why)."""
-
-
-class RestartNoQuorumError(RestartRefusedError):
-    """A replica restart was refused: the cluster (partition) has no quorum."""
+from pcmkimg.core.errors import RestartNoQuorumError, RestartRefusedError
 
 
 def restart_blockers(config: cib.Element, bundle: cib.Bundle) -> list[tuple[str, str]]:

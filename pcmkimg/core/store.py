@@ -20,11 +20,14 @@ from typing import Union
 
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming
+from pcmkimg.core.errors import ImageAbsent, InvalidName, InvalidReference, StoreError
 from pcmkimg.core.images import Container, ImageInfo, Pruned, Resolved, Unresolved
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
 from pcmkimg.core.prune import prune_selection
-from pcmkimg.core.reference import InvalidReference, Reference, parse
-from pcmkimg.core.storeerrors import ImageAbsent, InvalidName, StoreError
+from pcmkimg.core.reference import (
+    Reference,
+    parse,
+)
 from pcmkimg.core.tagplan import Retagged, TagOp, restore_plan, retag_plan
 
 Resolution = Union[Resolved, Unresolved]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pcmkimg.core.storeerrors import ImageAbsent
+from pcmkimg.core.errors import ImageAbsent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -23,12 +23,9 @@ from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import signals
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.errors import LeftBehind, PcmkimgError, UsageError
 from pcmkimg.workflows.context import ClusterPort, Context
-
-
-class GuardHalfWired(LeftBehind):
-    """A guard clone that `guard add` created could not be removed again."""
 
 
 def floating_of(
@@ -126,7 +123,7 @@ def _add(
                 outcome = f"the guard keeps {existing.image}"
             else:
                 outcome = "nothing was wired" if not existed else "no constraint was added"
-            raise plan.PreflightFailed(
+            raise PreflightFailed(
                 f"the guard did not start on {', '.join(missing)}, where {bundle} runs: "
                 f"{floating} is missing there; wiring it would stop those replicas, so " + outcome,
                 f"{cmd.shown(cmd.update(missing[0], service.service if service else bundle))}, "
@@ -183,7 +180,7 @@ def undo(cluster: ClusterPort, bundle: str, nodes: Sequence[str]) -> None:
         try:
             cluster.update_cib(lambda c: cib.remove_guard(c, bundle))
         except PcmkimgError as exc:
-            raise GuardHalfWired(
+            raise LeftBehind(
                 f"the guard clone of {bundle} could not be removed again: {exc.message}",
                 cmd.shown(cmd.guard_remove(bundle)),
             ) from exc

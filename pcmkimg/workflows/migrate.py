@@ -19,15 +19,19 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.adapters import signals
 from pcmkimg.core import cib, naming
 from pcmkimg.core import commands as cmd
-from pcmkimg.core.images import NodesUnreachable
-from pcmkimg.core.plan import Cluster, PreflightFailed, Say, node_facts
-from pcmkimg.core.reference import InvalidReference
+from pcmkimg.core.errors import (
+    InvalidReference,
+    NodesUnreachable,
+    PreflightFailed,
+    UnknownService,
+)
+from pcmkimg.core.plan import (
+    Cluster,
+    Say,
+    node_facts,
+)
 from pcmkimg.errors import LeftBehind, PcmkimgError
 from pcmkimg.workflows.context import ClusterPort, Context, StoresPort
-
-
-class MigrationIncomplete(LeftBehind):
-    """The bundle names the floating name but was left unmanaged: a person finishes the job."""
 
 
 class NothingToMigrate(PcmkimgError):
@@ -68,8 +72,6 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
     if not matches:
         raise _unknown(wanted, cluster)
     if len(matches) > 1:
-        from pcmkimg.core.plan import UnknownService
-
         raise UnknownService(
             f"{wanted!r} matches several bundles: {', '.join(b.id for b, _ in matches)}",
             "name the bundle id",
@@ -95,7 +97,6 @@ def plan_migration(cluster: Cluster, wanted: str, scheme: naming.Scheme) -> Migr
 
 
 def _unknown(wanted: str, cluster: Cluster) -> PcmkimgError:
-    from pcmkimg.core.plan import UnknownService
 
     ids = ", ".join(b.id for b in cib.bundles(cluster.config)) or "none"
     return UnknownService(f"no bundle {wanted!r}", f"bundles: {ids}")
@@ -184,7 +185,7 @@ def run_migration(
             # restart: leave the bundle unmanaged and say how to finish.
             if not changed and not _unmanaged(cluster, m.bundle):
                 raise
-            raise MigrationIncomplete(
+            raise LeftBehind(
                 f"{m.bundle} may be left unmanaged (image {m.floating}): the migration did not "
                 f"finish ({exc.one_line() if isinstance(exc, PcmkimgError) else 'interrupted'})",
                 f"{cmd.quoted(cmd.refresh(m.bundle))}, {cmd.quoted(cmd.wait())}, then "

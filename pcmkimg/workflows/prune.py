@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import plan
+from pcmkimg.core.errors import UnknownNode
 from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.update import one_of
 
@@ -61,7 +62,7 @@ def run(ctx: Context, req: PruneRequest) -> PruneReport:
     known = [f.name for f in plan.node_facts(cluster, bundle.id)]
     unknown = [n for n in req.nodes if n not in known]
     if unknown:
-        raise plan.UnknownNode(
+        raise UnknownNode(
             f"not cluster nodes: {', '.join(unknown)}", f"cluster nodes: {', '.join(known)}"
         )
     targets = known if req.every else list(req.nodes)

@@ -20,7 +20,6 @@ A single service (``update SERVICE --image REF``) is the same machinery with one
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,11 +29,13 @@ from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker
 from pcmkimg.core import cib, plan, release, restart
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.errors import PreflightFailed, ReleaseFileError
 from pcmkimg.core.report import NodeResult
 from pcmkimg.core.tagplan import Retagged
-from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.errors import UsageError
 from pcmkimg.workflows.context import Context
-from pcmkimg.workflows.update import UpdateFailed, Updater, one_of
+from pcmkimg.workflows.errors import UpdateFailed
+from pcmkimg.workflows.update import Updater, one_of, outcome_document, reported_on_failure
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,17 @@ class ReleaseReport:
     """Per node, per service, what the release did."""
 
     nodes: list[dict[str, NodeResult]] = field(default_factory=list)
+    """Each node's turn so far, in order: its services' results."""
+    names: list[str] = field(default_factory=list)
+    """The node of each turn in :attr:`nodes`."""
+
+    def turn(self, node: str, services: Sequence[str]) -> dict[str, NodeResult]:
+        """The results of ``node``'s turn, one per service, in the report from its start (also
+        when the turn fails)."""
+        results = {s: NodeResult(node) for s in services}
+        self.nodes.append(results)
+        self.names.append(node)
+        return results
 
     def restarted(self) -> int:
         return sum(r.restarted for per in self.nodes for r in per.values())
@@ -69,11 +81,8 @@ class ReleaseReport:
     def as_dict(self) -> dict[str, object]:
         return {
             "nodes": [
-                {
-                    "node": next(iter(per.values())).node if per else "",
-                    "services": {s: r.as_dict() for s, r in per.items()},
-                }
-                for per in self.nodes
+                {"node": node, "services": {s: r.as_dict() for s, r in per.items()}}
+                for node, per in zip(self.names, self.nodes)
             ],
             "restarted": self.restarted(),
         }
@@ -85,10 +94,7 @@ class ReleaseOutcome:
     report: ReleaseReport | None = None
 
     def as_dict(self) -> dict[str, object]:
-        doc: dict[str, object] = {"plan": self.plan.lines(), "targets": list(self.plan.targets)}
-        if self.report is None:
-            return {**doc, "dry_run": True}
-        return {**doc, "report": self.report.as_dict(), "summary": self.report.summary()}
+        return outcome_document(self.plan, self.report)
 
 
 def _lines(req: ReleaseRequest) -> list[tuple[str, str]]:
@@ -98,7 +104,7 @@ def _lines(req: ReleaseRequest) -> list[tuple[str, str]]:
         try:
             text = req.images_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise release.ReleaseFileError(
+            raise ReleaseFileError(
                 f"--images {req.images_file}: cannot read it ({exc})",
                 "give a readable file of SERVICE = IMAGE [DIGEST] lines",
             ) from None
@@ -140,16 +146,8 @@ def run(ctx: Context, req: ReleaseRequest) -> ReleaseOutcome:
             )
             for i in the_plan.items
         }
-        try:
+        with reported_on_failure(jrnl, "release", report):
             _run(ctx, the_plan, req, updaters, report)
-        except BaseException as exc:
-            if isinstance(exc, PcmkimgError):
-                exc.report = report.as_dict()
-            else:
-                exc.__dict__["report"] = report.as_dict()
-            with contextlib.suppress(OSError):
-                jrnl.record("aborted", service="release", error=str(exc))
-            raise
     ctx.say(report.summary())
     return outcome
 
@@ -179,8 +177,7 @@ def _run(
         ids = _pull(the_plan, updaters)
         for turn in the_plan.turns:
             first.check_lease()
-            results = {s: NodeResult(turn.node) for s in turn.services}
-            report.nodes.append(results)  # in the report also when the turn fails
+            results = report.turn(turn.node, turn.services)
             _turn(ctx, the_plan, turn, req, updaters, ids, results)
     for item in the_plan.items:
         first.record("done", service=item.bundle.service, summary=report.summary())
@@ -209,7 +206,7 @@ def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, 
         ]
         updater.baseline = plan.health(cluster.status, item.bundle.id)
     if problems:
-        raise plan.PreflightFailed(
+        raise PreflightFailed(
             "release refused: " + "; ".join(dict.fromkeys(problems)),
             "fix these, then run the release again (`pcmkimg check` lists them)",
         )
@@ -288,7 +285,8 @@ def _roll_back_the_rest(
             continue
         retag = retags[service]
         if not retag.moved or res.before is None:
-            res.result = res.result if res.result != "pending" else "unchanged"
+            if res.result == "pending":  # nothing to put back: it stays as it was
+                res.result = "unchanged"
             continue
         updater = updaters[service]
         bundle = the_plan.item(service).bundle

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pcmkimg.adapters import journal, pacemaker
+from pcmkimg.adapters import journal
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.errors import RestartFailedError
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming, plan
+from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.core.images import HOLD_TAG, unswap_plan
 from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows.context import Context
-from pcmkimg.workflows.update import NodeResult, UpdateFailed, Updater
+from pcmkimg.workflows.errors import UpdateFailed
+from pcmkimg.workflows.update import NodeResult, Updater
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def run(ctx: Context, req: RollbackRequest) -> RollbackReport:
         _undo_interrupted_swap(stores.get(node), jrnl, bundle, back, ctx.say)
         target = stores.get(node).resolve(back)
         if not isinstance(target, images.Resolved):
-            raise plan.PreflightFailed(
+            raise PreflightFailed(
                 f"{back} does not exist on {node}: there is nothing to roll back to",
                 f"use {cmd.shown(cmd.update(node, bundle.service))}",
             )
@@ -76,7 +79,7 @@ def run(ctx: Context, req: RollbackRequest) -> RollbackReport:
                 f"the image it ran before: {said}",
                 f"the image under {back} does not start on {node}; update the node to a "
                 "working image instead"
-                if isinstance(cause, pacemaker.RestartFailedError)
+                if isinstance(cause, RestartFailedError)
                 else exc.fix,
             ) from exc
     return RollbackReport(bundle, res, target.id)
@@ -112,7 +115,7 @@ def _undo_interrupted_swap(
     if held is None:
         return
     if held.id != _unfinished_rollback(jrnl, bundle.service, store.node):
-        raise plan.PreflightFailed(
+        raise PreflightFailed(
             f"{hold} names {held.id[:12]} on {store.node}: a move of the floating name there "
             "was interrupted, and the journal does not say it was a rollback to that image",
             f"see `pcmkimg history {bundle.service}`, give {bundle.floating} and {back} "

@@ -14,6 +14,7 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.adapters import storeview
 from pcmkimg.core import cib, lease, naming, plan, restart
 from pcmkimg.core import commands as cmd
+from pcmkimg.core.errors import UnknownService
 from pcmkimg.core.plan import Cluster, node_facts_of
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows.context import Context
@@ -72,7 +73,7 @@ def floating_bundles(
         known = {s.service for s in found} | {s.bundle.id for s in found}
         missing = [w for w in wanted if w not in known]
         if missing:
-            raise plan.UnknownService(
+            raise UnknownService(
                 f"no bundle behind a floating name for: {', '.join(missing)}",
                 f"run {cmd.quoted(cmd.status())} without arguments to list them",
             )

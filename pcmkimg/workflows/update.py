@@ -12,48 +12,27 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.errors import BanNotRemovedError, RestartFailedError
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import restart as restart_rules
+from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.report import NodeResult, Result, UpdateReport
-from pcmkimg.errors import (
-    BadInput,
-    LeftBehind,
-    NodeFailed,
-    PcmkimgError,
-    Unreachable,
-    UsageError,
-)
+from pcmkimg.errors import PcmkimgError, UsageError
 from pcmkimg.workflows.context import ClusterPort, Context, HoldsPort, StoresPort
-
-
-class PullsFailed(Unreachable):
-    """A pull failed on at least one node; nothing was retagged or restarted."""
-
-
-class DigestRefused(BadInput):
-    """The image pulled under the given tag has another digest than the one asked for;
-    nothing was retagged or restarted."""
+from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 
 
 class PullCancelled(Exception):
     """Raised in a pull's progress once the update was interrupted: that pull stops."""
-
-
-class UpdateFailed(NodeFailed):
-    """The update failed on a node, and that node was rolled back."""
-
-
-class RollbackFailed(LeftBehind):
-    """The update failed on a node and rolling that node back failed too."""
 
 
 def _quiet(_: str) -> None:
@@ -220,7 +199,7 @@ class Updater:
             # can only come back here, on the previous image.
             with self.cluster.holding(bundle.id, self.timeout) as holds:
                 return self._update_or_roll_back(bundle, res, ref, target_id, restart, retag, holds)
-        except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
+        except (BanNotRemovedError, lease.LeaseError) as exc:
             # A ban left behind, or the lease lost to another process: no rollback now, it
             # could not work (the ban) or would race the other holder (the lease).
             if res.result not in ("rolled-back", "rollback-failed"):
@@ -241,7 +220,7 @@ class Updater:
         node = res.node
         try:
             return self._restart_if_needed(bundle, res, target_id, restart, retag, holds)
-        except (pacemaker.BanNotRemovedError, lease.LeaseError):
+        except (BanNotRemovedError, lease.LeaseError):
             raise
         except PcmkimgError as exc:
             self.record("failed", service=bundle.service, node=node, error=exc.one_line())
@@ -256,7 +235,7 @@ class Updater:
                 earlier = self.earlier_retag(bundle, node, target_id) or self.previous_retag(
                     bundle, store, target_id
                 )
-                if earlier is None or not isinstance(exc, pacemaker.RestartFailedError):
+                if earlier is None or not isinstance(exc, RestartFailedError):
                     res.result = "failed"
                     raise
                 undo = earlier
@@ -268,7 +247,7 @@ class Updater:
                 f"{ref} does not run here: fix the image or choose another, then run the "
                 f"update again; {node} runs the previous image, the nodes after it were "
                 "not touched"
-                if isinstance(exc, pacemaker.RestartFailedError)
+                if isinstance(exc, RestartFailedError)
                 else exc.fix,
             ) from exc
 
@@ -281,7 +260,7 @@ class Updater:
             self.baseline, plan.health(self.cluster.status(), bundle.id), node
         )
         if problems:
-            raise plan.PreflightFailed(
+            raise PreflightFailed(
                 f"update of {bundle.service} stopped before {node}, which was not touched: "
                 + "; ".join(problems),
                 f"bring those replicas back ({cmd.quoted(cmd.status())}, "
@@ -330,12 +309,12 @@ class Updater:
         res.container_before, running_image = self.container_image(node, container)
         if started_here:
             if container is None:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"the replica did not start on {node} after the cleanup of its failed start",
                     f"see {cmd.quoted(cmd.status_xml())} for the failed start",
                 )
             if running_image != target_id:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"the replica started on {node} runs {str(running_image)[:12]}, "
                     f"not {target_id[:12]}",
                     "check the bundle's image in the CIB: it must be the floating name",
@@ -358,7 +337,7 @@ class Updater:
         where = self.restart(bundle, node, replica, res, holds)
         res.container_after, running_image = self.container_image(where, container)
         if running_image != target_id:
-            raise pacemaker.RestartFailedError(
+            raise RestartFailedError(
                 f"the replica on {where} runs image {str(running_image)[:12]}, "
                 f"not {target_id[:12]}",
                 "check the bundle's image in the CIB: it must be the floating name",
@@ -403,7 +382,7 @@ class Updater:
             start, now, replica.replica, node, self.updated | {node}
         )
         if problems:
-            raise pacemaker.RestartFailedError(
+            raise RestartFailedError(
                 f"restart of {bundle.id} on {node}: " + "; ".join(problems),
                 f"see {cmd.quoted(cmd.status_xml())}",
             )
@@ -573,7 +552,7 @@ class Updater:
                 self.cluster.settle(self.timeout)
                 replica = self.cluster.status().replica_on(bundle.id, node)
             if replica is None or not replica.active:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"the replica did not start again on {node}",
                     f"see {cmd.quoted(cmd.status_xml())} for the cause",
                 )
@@ -582,12 +561,12 @@ class Updater:
                 self.cluster.restart_replica(bundle.id, node, self.timeout, holds=holds)
                 _, running = self.container_image(node, replica.container_id)
             if running != res.before:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"the replica on {node} runs {str(running)[:12]}, not {res.before[:12]}",
                     f"see {cmd.quoted(cmd.status())}",
                 )
             self.publish(bundle, node)
-        except (pacemaker.BanNotRemovedError, lease.LeaseError) as exc:
+        except (BanNotRemovedError, lease.LeaseError) as exc:
             res.result = "rollback-failed"
             self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
             raise  # its own message and fix say what is left behind
@@ -645,7 +624,7 @@ class Updater:
                     missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)
                     if problems:
-                        raise plan.PreflightFailed(
+                        raise PreflightFailed(
                             "update refused: " + "; ".join(problems),
                             "fix these, then run the update again (`pcmkimg check` lists them)",
                         )
@@ -694,10 +673,49 @@ class UpdateOutcome:
     report: UpdateReport | None = None
 
     def as_dict(self) -> dict[str, object]:
-        doc: dict[str, object] = {"plan": self.plan.lines(), "targets": list(self.plan.targets)}
-        if self.report is None:
-            return {**doc, "dry_run": True}
-        return {**doc, "report": self.report.as_dict(), "summary": self.report.summary()}
+        return outcome_document(self.plan, self.report)
+
+
+class Planned(Protocol):
+    """A plan as an outcome shows it: an update's or a release's."""
+
+    @property
+    def targets(self) -> tuple[str, ...]: ...
+
+    def lines(self) -> list[str]: ...
+
+
+class Reported(Protocol):
+    """What a run did as an outcome shows it: an update's or a release's report."""
+
+    def as_dict(self) -> dict[str, object]: ...
+
+    def summary(self) -> str: ...
+
+
+def outcome_document(the_plan: Planned, report: Reported | None) -> dict[str, object]:
+    """The ``--json`` document of an update or a release: the plan, its targets, and what was
+    done (``dry_run`` when nothing was)."""
+    doc: dict[str, object] = {"plan": the_plan.lines(), "targets": list(the_plan.targets)}
+    if report is None:
+        return {**doc, "dry_run": True}
+    return {**doc, "report": report.as_dict(), "summary": report.summary()}
+
+
+@contextlib.contextmanager
+def reported_on_failure(jrnl: Journal, service: str, report: Reported) -> Iterator[None]:
+    """A failure or an interruption of the body carries ``report`` (what was done so far:
+    ``--json`` shows it) and is journalled as ``aborted``."""
+    try:
+        yield
+    except BaseException as exc:
+        if isinstance(exc, PcmkimgError):
+            exc.report = report.as_dict()
+        else:  # an interruption (or a bug) carries the report too
+            exc.__dict__["report"] = report.as_dict()
+        with contextlib.suppress(OSError):  # the error matters more than its journal line
+            jrnl.record("aborted", service=service, error=str(exc))
+        raise
 
 
 def one_of(nodes: Sequence[str], every: bool) -> None:
@@ -754,17 +772,7 @@ def run(ctx: Context, req: UpdateRequest) -> UpdateOutcome:
             lease_period=ctx.lease_period,
             progress=ctx.progress,
         )
-        try:
+        with reported_on_failure(jrnl, the_plan.bundle.service, report):
             updater.run(the_plan, report)
-        except BaseException as exc:
-            if isinstance(exc, PcmkimgError):
-                exc.report = report.as_dict()
-            else:  # an interruption (or a bug) carries the report too: --json shows it
-                exc.__dict__["report"] = report.as_dict()
-            try:
-                jrnl.record("aborted", service=the_plan.bundle.service, error=str(exc))
-            except OSError:
-                pass  # the error being reported matters more than its journal line
-            raise
     ctx.say(report.summary())
     return outcome

@@ -17,6 +17,7 @@ import pytest
 
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.adapters.errors import CibChangedError
 from pcmkimg.core import cib, lease
 from tests.sandbox.cluster import LEASE_PERIOD, node_env, wait_idle
 from tests.sandbox.fixtures import Sandbox, guarded_bundle
@@ -43,7 +44,7 @@ while time.time() < start:
     time.sleep(0.001)
 try:
     held = leasing.acquire(cluster, 120)
-except lease.LeaseHeldError as exc:
+except lease.LeaseHeld as exc:
     print(json.dumps({"won": False, "holder": exc.holder.pid}), flush=True)
     sys.exit(0)
 print(json.dumps({"won": True, "pid": os.getpid(), "token": held.token}), flush=True)
@@ -98,7 +99,7 @@ def test_two_writes_from_one_read_only_the_first_lands(runner: pm.Runner) -> Non
     first = lease.claim(config, lease.Lease("a", 1, "ta"), time.monotonic(), leasing.pid_alive)
     second = lease.claim(config, lease.Lease("b", 2, "tb"), time.monotonic(), leasing.pid_alive)
     pm.push(runner, first)
-    with pytest.raises(pm.CibChangedError):
+    with pytest.raises(CibChangedError):
         pm.push(runner, second)
     assert current(runner) == lease.Lease("a", 1, "ta")
 
@@ -142,7 +143,7 @@ def test_held_elsewhere_is_refused_then_taken_over_once_seen_unchanged_for_its_p
     other = lease.Lease("elsewhere.example", 4242, "tok", 2.0, 7, float(int(time.time() + 3600)))
     pm.update_cib(runner, lambda c: cib.set_cluster_property(c, lease.PROPERTY, other.encode()))
     cluster = pm.Pacemaker(runner)
-    with pytest.raises(lease.LeaseHeldError, match="pid 4242 on host elsewhere.example"):
+    with pytest.raises(lease.LeaseHeld, match="pid 4242 on host elsewhere.example"):
         leasing.acquire(cluster)
     assert not leasing.release(cluster, lease.Lease("me", os.getpid(), "x"))
     assert current(runner) == other

@@ -21,7 +21,7 @@ import pytest
 
 from pcmkimg.adapters import journal
 from pcmkimg.core import metrics as M
-from pcmkimg.core.storeerrors import StoreError
+from pcmkimg.core.errors import StoreError
 from pcmkimg.workflows import metrics
 from tests import fakes
 from tests.sandbox.fixtures import guarded_bundle

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.adapters.errors import NotFoundError, RestartFailedError
 from pcmkimg.core import cib
+from pcmkimg.core.errors import RestartRefusedError
 from tests.sandbox.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +66,7 @@ def node_attribute(runner: pm.Runner, node: str, name: str) -> str | None:
     argv = ["crm_attribute", "--lifetime", "reboot", "--node", node, "--name", name]
     try:
         value = runner.run([*argv, "--query", "--quiet"]).stdout.strip()
-    except pm.NotFoundError:
+    except NotFoundError:
         return None
     return value or None
 
@@ -84,7 +86,7 @@ def test_queries_and_node_attributes(bundle) -> None:
     finally:
         pm.delete_node_attribute(runner, "controller-2", "pcmkimg-test-image")
     assert node_attribute(runner, "controller-2", "pcmkimg-test-image") is None
-    with pytest.raises(pm.NotFoundError):
+    with pytest.raises(NotFoundError):
         pm.cleanup(runner, "no-such-resource")
 
 
@@ -106,12 +108,12 @@ def test_failed_start_is_reported_as_a_failure(bundle) -> None:
     cl, runner, ref = bundle
     cl.podman("controller-1", "untag", ref, FLOATING)
     try:
-        with pytest.raises(pm.RestartFailedError, match="failed to pull") as info:
+        with pytest.raises(RestartFailedError, match="failed to pull") as info:
             pm.restart_replica(runner, BUNDLE, "controller-1", timeout=60)
         assert [f.task for f in info.value.failures] == ["start"]
         assert bans(runner) == []
         # The restart returns at the first failure: the replica is failed or already stopped.
-        with pytest.raises(pm.RestartRefusedError, match="has failed|no active replica"):
+        with pytest.raises(RestartRefusedError, match="has failed|no active replica"):
             pm.restart_replica(runner, BUNDLE, "controller-1", timeout=60)
     finally:
         heal(cl, runner, ref)
@@ -123,7 +125,7 @@ def test_refused_when_unmanaged(bundle) -> None:
     meta = ["crm_resource", "--resource", BUNDLE, "--meta"]
     runner.run([*meta, "--set-parameter", "is-managed", "--parameter-value", "false"])
     try:
-        with pytest.raises(pm.RestartRefusedError, match="unmanaged"):
+        with pytest.raises(RestartRefusedError, match="unmanaged"):
             pm.restart_replica(runner, BUNDLE, "controller-1")
     finally:
         runner.run([*meta, "--delete-parameter", "is-managed"])
@@ -137,7 +139,7 @@ def test_refused_on_a_standby_node(bundle) -> None:
     cl.run("controller-0", [*standby, "--update", "on"])
     try:
         pm.wait(runner, 60)
-        with pytest.raises(pm.RestartRefusedError, match="standby"):
+        with pytest.raises(RestartRefusedError, match="standby"):
             pm.restart_replica(runner, BUNDLE, "controller-2")
     finally:
         cl.run("controller-0", [*standby, "--delete"])

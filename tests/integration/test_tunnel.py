@@ -13,7 +13,8 @@ import pytest
 
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.config import Config, SshSettings
-from pcmkimg.adapters.tunnel import TunnelFailed, open_tunnel
+from pcmkimg.adapters.errors import TunnelFailed
+from pcmkimg.adapters.tunnel import open_tunnel
 from tests.sandbox.proc import free_port, tcp_open, terminate, wait_for
 from tests.sandbox.require import need, need_root, need_tools
 

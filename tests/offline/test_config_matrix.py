@@ -63,6 +63,7 @@ from pcmkimg.adapters import pacemaker
 from pcmkimg.core import cib as C
 from pcmkimg.core import restart
 from pcmkimg.core.cib.read import GUARD_COLOCATION_SCORE
+from pcmkimg.core.errors import RestartRefusedError
 from tests.offline._tools import NODES, converge, run, simulate, status
 from tests.offline.test_restart_simulate import SHAPES, end, place, remove
 from tests.sandbox.require import need_tools
@@ -465,7 +466,7 @@ def test_replicas_per_host_2_is_refused_with_nothing_written(
     written = sim.work.read_bytes()
     config = sim.config()
     assert restart.restart_blockers(config, C.bundle(config, sim.bundle))
-    with pytest.raises(restart.RestartRefusedError, match="replicas-per-host=2"):
+    with pytest.raises(RestartRefusedError, match="replicas-per-host=2"):
         run_restart(sim, "success")
     assert sim.work.read_bytes() == written
     assert sim.transitions == 0

@@ -9,6 +9,12 @@ import pytest
 from lxml import etree
 
 from pcmkimg.core import cib as C
+from pcmkimg.core.errors import (
+    BundleNotFoundError,
+    CibParseError,
+    CibStructureError,
+    GuardConflictError,
+)
 from tests import fixtures
 
 FLOATING = "cluster.common.tag/mariadb:pcmklatest"
@@ -34,7 +40,7 @@ def test_parse_accepts_str_and_bytes_with_declaration() -> None:
 
 def test_malformed_xml_is_one_error_with_line_and_fix() -> None:
     bad = b"<cib epoch='1'>\n  <configuration>\n    <resources>\n  </configuration>\n</cib>\n"
-    with pytest.raises(C.CibParseError) as info:
+    with pytest.raises(CibParseError) as info:
         C.parse_cib(bad)
     assert "line 4" in info.value.message
     assert "cibadmin --query" in info.value.fix
@@ -42,16 +48,16 @@ def test_malformed_xml_is_one_error_with_line_and_fix() -> None:
 
 @pytest.mark.parametrize("data", [b"", "   ", b"\n"])
 def test_empty_input(data: bytes | str) -> None:
-    with pytest.raises(C.CibParseError, match="empty"):
+    with pytest.raises(CibParseError, match="empty"):
         C.parse_cib(data)
 
 
 def test_not_a_cib() -> None:
-    with pytest.raises(C.CibStructureError):
+    with pytest.raises(CibStructureError):
         C.parse_cib(b"<foo/>")
-    with pytest.raises(C.CibStructureError):
+    with pytest.raises(CibStructureError):
         C.parse_crm_mon(b"<cib><configuration/></cib>")
-    with pytest.raises(C.CibStructureError, match="epoch"):
+    with pytest.raises(CibStructureError, match="epoch"):
         C.parse_cib(b"<cib epoch='x'><configuration/></cib>")
 
 
@@ -72,7 +78,7 @@ BILLION_LAUGHS = b"""<?xml version="1.0"?>
 
 def test_billion_laughs_is_refused() -> None:
     # Refused before expansion: the message names the entity, not gigabytes of "a".
-    with pytest.raises(C.CibParseError) as info:
+    with pytest.raises(CibParseError) as info:
         C.parse_cib(BILLION_LAUGHS)
     assert len(str(info.value)) < 1000
 
@@ -86,15 +92,15 @@ def test_external_entity_is_never_resolved(tmp_path: Path) -> None:
         '<nvpair id="n" name="n" value="v"/></cluster_property_set></crm_config>'
         "<nodes>&x;</nodes></configuration></cib>"
     ).encode()
-    with pytest.raises(C.CibParseError) as info:
+    with pytest.raises(CibParseError) as info:
         C.parse_cib(doc)
     assert "TOPSECRET" not in str(info.value)
-    with pytest.raises(C.CibParseError):
+    with pytest.raises(CibParseError):
         C.parse_crm_mon(doc.replace(b"cib", b"pacemaker-result"))
 
 
 def test_undeclared_entity_is_malformed() -> None:
-    with pytest.raises(C.CibParseError, match="line 1"):
+    with pytest.raises(CibParseError, match="line 1"):
         C.parse_cib(b"<cib><configuration>&x;</configuration></cib>")
 
 
@@ -173,7 +179,7 @@ def test_legacy_masters_attribute() -> None:
 
 
 def test_unknown_bundle() -> None:
-    with pytest.raises(C.BundleNotFoundError, match="galera-bundle"):
+    with pytest.raises(BundleNotFoundError, match="galera-bundle"):
         C.bundle(load("base.xml"), "nope")
 
 
@@ -202,9 +208,9 @@ def test_guard_id_conflict() -> None:
     tree = load("base.xml")
     res = tree.find("configuration/resources")
     etree.SubElement(res, "primitive", {"id": "galera-bundle-guard-clone", "class": "ocf"})
-    with pytest.raises(C.GuardConflictError):
+    with pytest.raises(GuardConflictError):
         C.bundle(tree, "galera-bundle")
-    with pytest.raises(C.GuardConflictError):
+    with pytest.raises(GuardConflictError):
         C.add_guard(tree, "galera-bundle", FLOATING)
 
 
@@ -315,7 +321,7 @@ def test_readers_never_create_a_missing_section(fixture: str, missing: str) -> N
     for reader in READERS.values():
         try:
             reader(tree)
-        except C.BundleNotFoundError:
+        except BundleNotFoundError:
             pass  # no <resources>: no bundle, and nothing to read
     assert C.to_xml(tree) == before
     if missing != "resources" and missing != "all":
@@ -561,7 +567,7 @@ def test_remove_guard_drops_other_constraints_on_it() -> None:
         "resource_ref",
         id="galera-bundle-guard-clone",
     )
-    with pytest.raises(C.GuardConflictError, match="resource set"):
+    with pytest.raises(GuardConflictError, match="resource set"):
         C.remove_guard(sets, "galera-bundle")
 
 
@@ -612,7 +618,7 @@ def test_guard_pcs_commands() -> None:
     ]
     assert "id=galera-bundle-guard-order" in commands[2]
     assert "id=galera-bundle-guard-colocation" in commands[3]
-    with pytest.raises(C.BundleNotFoundError):
+    with pytest.raises(BundleNotFoundError):
         C.guard_pcs_commands(load("base.xml"), "nope", FLOATING)
 
 

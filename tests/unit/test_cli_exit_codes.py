@@ -10,9 +10,40 @@ import click
 import pytest
 
 from pcmkimg import agent, cli  # noqa: F401 - agent: its error types are in the tree below
-from pcmkimg.adapters import config, journal, pacemaker, signals, tunnel
+from pcmkimg.adapters import journal, signals
 from pcmkimg.adapters import podman as images
-from pcmkimg.core import cib, lease, naming, plan, reference
+from pcmkimg.adapters.errors import (
+    BanNotRemovedError,
+    CibChangedError,
+    ClusterUnreachableError,
+    ConfigError,
+    NodeNotConfigured,
+    NoQuorumError,
+    NotFoundError,
+    OfflineError,
+    PacemakerError,
+    PacemakerTimeoutError,
+    RestartFailedError,
+    ToolError,
+    ToolMissingError,
+    TunnelFailed,
+    UnsafeStateDir,
+)
+from pcmkimg.core import cib, lease
+from pcmkimg.core.errors import (
+    BundleNotFoundError,
+    CibParseError,
+    CibStructureError,
+    GuardConflictError,
+    InvalidReference,
+    InvalidScheme,
+    NodeNotReady,
+    NotFloatingName,
+    PreflightFailed,
+    RestartRefusedError,
+    UnknownNode,
+    UnknownService,
+)
 from pcmkimg.errors import (
     FAMILIES,
     BadInput,
@@ -25,8 +56,8 @@ from pcmkimg.workflows import (
     migrate,
     status,  # noqa: F401 - its error types are in the tree below
 )
-from pcmkimg.workflows import update as execute
 from pcmkimg.workflows.context import Context
+from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 from tests import fakes
 
 NODE = {"node": "n1"}
@@ -40,32 +71,32 @@ EXPECTED: list[tuple[BaseException, int]] = [
     # 2: bad input
     (UsageError("x"), cli.BAD_INPUT),
     (click.UsageError("x"), cli.BAD_INPUT),
-    (reference.InvalidReference("x", "why"), cli.BAD_INPUT),
-    (naming.InvalidScheme("x"), cli.BAD_INPUT),
-    (naming.NotFloatingName("x"), cli.BAD_INPUT),
-    (config.ConfigError("x"), cli.BAD_INPUT),
-    (config.NodeNotConfigured("x"), cli.BAD_INPUT),
-    (cib.BundleNotFoundError("x"), cli.BAD_INPUT),
-    (cib.GuardConflictError("x"), cli.BAD_INPUT),
-    (plan.UnknownService("x"), cli.BAD_INPUT),
-    (plan.UnknownNode("x"), cli.BAD_INPUT),
+    (InvalidReference("x", "why"), cli.BAD_INPUT),
+    (InvalidScheme("x"), cli.BAD_INPUT),
+    (NotFloatingName("x"), cli.BAD_INPUT),
+    (ConfigError("x"), cli.BAD_INPUT),
+    (NodeNotConfigured("x"), cli.BAD_INPUT),
+    (BundleNotFoundError("x"), cli.BAD_INPUT),
+    (GuardConflictError("x"), cli.BAD_INPUT),
+    (UnknownService("x"), cli.BAD_INPUT),
+    (UnknownNode("x"), cli.BAD_INPUT),
     # 3: problems, preconditions
     (cli.CheckFailed("x"), cli.PROBLEMS),
-    (plan.PreflightFailed("x"), cli.PROBLEMS),
-    (plan.NodeNotReady("x"), cli.PROBLEMS),
-    (pacemaker.NoQuorumError("x"), cli.PROBLEMS),
-    (pacemaker.RestartRefusedError("x"), cli.PROBLEMS),
-    (pacemaker.OfflineError("x"), cli.PROBLEMS),
-    (journal.UnsafeStateDir("x"), cli.PROBLEMS),
+    (PreflightFailed("x"), cli.PROBLEMS),
+    (NodeNotReady("x"), cli.PROBLEMS),
+    (NoQuorumError("x"), cli.PROBLEMS),
+    (RestartRefusedError("x"), cli.PROBLEMS),
+    (OfflineError("x"), cli.PROBLEMS),
+    (UnsafeStateDir("x"), cli.PROBLEMS),
     # 4: the lease
-    (lease.LeaseHeldError(lease.Lease("h", 1, "t")), cli.LEASE_HELD),
+    (lease.LeaseHeld(lease.Lease("h", 1, "t")), cli.LEASE_HELD),
     (lease.LeaseLostError("x"), cli.LEASE_HELD),
     (lease.LeaseUnreadableError("x", "why"), cli.LEASE_HELD),
     # 2: the image under the tag has another digest than the one asked for
     (images.DigestMismatch("x", **NODE), cli.BAD_INPUT),
-    (execute.DigestRefused("x"), cli.BAD_INPUT),
+    (DigestRefused("x"), cli.BAD_INPUT),
     # 5: unreachable, pulls
-    (execute.PullsFailed("x"), cli.UNREACHABLE),
+    (PullsFailed("x"), cli.UNREACHABLE),
     (images.NodesUnreachable("x"), cli.UNREACHABLE),
     (images.NodeUnreachable("x", **NODE), cli.UNREACHABLE),
     (images.HostKeyRejected("x", **NODE), cli.UNREACHABLE),
@@ -74,14 +105,14 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (images.AuthError("x", **NODE), cli.UNREACHABLE),
     (images.TLSError("x", **NODE), cli.UNREACHABLE),
     (images.PullFailed("x", **NODE), cli.UNREACHABLE),
-    (tunnel.TunnelFailed("x"), cli.UNREACHABLE),
-    (pacemaker.ClusterUnreachableError("x"), cli.UNREACHABLE),
-    (pacemaker.ToolMissingError("x"), cli.UNREACHABLE),
-    (pacemaker.PacemakerTimeoutError("x"), cli.UNREACHABLE),
+    (TunnelFailed("x"), cli.UNREACHABLE),
+    (ClusterUnreachableError("x"), cli.UNREACHABLE),
+    (ToolMissingError("x"), cli.UNREACHABLE),
+    (PacemakerTimeoutError("x"), cli.UNREACHABLE),
     # 6, 7: the update failed on a node
-    (execute.UpdateFailed("x"), cli.UPDATE_FAILED),
-    (pacemaker.RestartFailedError("x"), cli.UPDATE_FAILED),
-    (execute.RollbackFailed("x"), cli.ROLLBACK_FAILED),
+    (UpdateFailed("x"), cli.UPDATE_FAILED),
+    (RestartFailedError("x"), cli.UPDATE_FAILED),
+    (RollbackFailed("x"), cli.ROLLBACK_FAILED),
     # signals
     (KeyboardInterrupt(), cli.INTERRUPTED),
     (signals.Terminated(signal.SIGTERM), cli.TERMINATED),
@@ -117,15 +148,15 @@ UNCLASSIFIED: set[type] = {migrate.NothingToMigrate}
 
 def test_cluster_tool_failures_are_exit_5_and_a_left_ban_exit_7() -> None:
     for kind in (
-        pacemaker.PacemakerError,
-        pacemaker.ToolError,
-        pacemaker.NotFoundError,
-        pacemaker.CibChangedError,
-        cib.CibParseError,
-        cib.CibStructureError,
+        PacemakerError,
+        ToolError,
+        NotFoundError,
+        CibChangedError,
+        CibParseError,
+        CibStructureError,
     ):
         assert cli.exit_code(kind.__new__(kind)) == cli.UNREACHABLE, kind
-    ban = pacemaker.BanNotRemovedError.__new__(pacemaker.BanNotRemovedError)
+    ban = BanNotRemovedError.__new__(BanNotRemovedError)
     assert cli.exit_code(ban) == cli.ROLLBACK_FAILED
 
 

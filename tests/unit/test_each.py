@@ -9,7 +9,8 @@ import time
 import pytest
 
 from pcmkimg.adapters import podman, storeview
-from pcmkimg.adapters.config import Config, NodeNotConfigured
+from pcmkimg.adapters.config import Config
+from pcmkimg.adapters.errors import NodeNotConfigured
 
 
 def test_each_answers_every_node_in_order_a_failure_as_its_answer() -> None:

@@ -1,5 +1,5 @@
-"""The failure paths of the update workflow (``execute.Updater``) with the fakes of its two
-ports (``tests/fakes.py``), no cluster.
+"""The failure paths of the update workflow (``pcmkimg.workflows.update.Updater``) with the
+fakes of its two ports (``tests/fakes.py``), no cluster.
 
 A :class:`~tests.fakes.FakeStore` per node stands for its podman store: the primitives of the
 store port (inspect, tag, untag, containers, events) over names -> image IDs, the running
@@ -20,13 +20,15 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from pcmkimg.adapters import pacemaker
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters.errors import BanNotRemovedError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import Journal, history
 from pcmkimg.core import cib, lease, plan
+from pcmkimg.core.errors import PreflightFailed, RestartRefusedError
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows import update as execute
+from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 from tests import fixtures
 from tests.fakes import (
     BUNDLE_ID,
@@ -107,13 +109,13 @@ def update(
 
 
 def timed_out() -> PcmkimgError:
-    return pacemaker.PacemakerTimeoutError(
+    return PacemakerTimeoutError(
         "crm_resource --restart did not finish within 5s", "check `crm_mon -1`", rc=-1
     )
 
 
 def refused() -> PcmkimgError:
-    return pacemaker.RestartRefusedError(
+    return RestartRefusedError(
         "restart of galera-bundle on controller-0 refused: the replica is unmanaged",
         "`pcs resource manage galera-bundle` first",
     )
@@ -168,7 +170,7 @@ def test_a_restart_error_after_the_retag_rolls_the_node_back(
     cluster.restart_errors["controller-0"] = (error, stopped)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed)
+    assert isinstance(raised, UpdateFailed)
     assert raised.__cause__ is error
     assert "was rolled back" in raised.message and error.message in raised.message
     assert raised.fix == error.fix  # not the "image does not run here" advice of a failed start
@@ -195,7 +197,7 @@ def test_a_store_error_after_the_retag_rolls_the_node_back(tmp_path: Path) -> No
     store.fail("containers", error)  # the first look at the running container
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed) and raised.__cause__ is error
+    assert isinstance(raised, UpdateFailed) and raised.__cause__ is error
     assert raised.fix == error.fix
     assert res.result == "rolled-back" and not res.restarted
     assert store.names[FLOATING] == OLD_ID
@@ -210,13 +212,13 @@ def test_a_replica_that_did_not_come_back_is_rolled_back_with_the_image_advice(
 ) -> None:
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
-    failed = pacemaker.RestartFailedError(
+    failed = RestartFailedError(
         "restart of galera-bundle on controller-0: replica is not running", "fix the cause"
     )
     cluster.restart_errors["controller-0"] = (failed, True)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed)
+    assert isinstance(raised, UpdateFailed)
     assert raised.fix.startswith(f"{NEW_REF} does not run here")
     assert "the nodes after it were not touched" in raised.fix
     assert res.result == "rolled-back"
@@ -233,7 +235,7 @@ def test_a_failure_after_the_restart_restarts_the_replica_back_onto_the_old_imag
     store.fail("containers", None, unreachable())  # before the restart: fine; after: fails
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
+    assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert cluster.kinds("restart") == [("restart", "controller-0")] * 2
     assert store.image_of(container_of("controller-0")) == OLD_ID
 
@@ -269,13 +271,13 @@ def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(tmp_path: Pa
     store.names[key(FLOATING)] = NEW_ID
     store.names[key(BACK)] = OLD_ID
     cluster = cluster_of({"controller-0": store})
-    failed = pacemaker.RestartFailedError(
+    failed = RestartFailedError(
         "restart of galera-bundle on controller-0 failed: start error", "fix the cause"
     )
     cluster.restart_errors["controller-0"] = (failed, True)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed) and raised.__cause__ is failed
+    assert isinstance(raised, UpdateFailed) and raised.__cause__ is failed
     assert not res.retagged and res.rolled_back and res.result == "rolled-back"
     assert res.before == OLD_ID
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == NEW_ID
@@ -294,7 +296,7 @@ def test_a_store_error_while_publishing_does_not_leave_the_name_moved(tmp_path: 
         assert res.result == "ok"
         assert store.image_of(container_of("controller-0")) == NEW_ID
     else:
-        assert isinstance(raised, (execute.UpdateFailed, execute.RollbackFailed))
+        assert isinstance(raised, (UpdateFailed, RollbackFailed))
         assert store.names[FLOATING] == OLD_ID
 
 
@@ -377,7 +379,7 @@ def test_rollback_fails_when_the_replica_stays_down(tmp_path: Path) -> None:
     store, cluster = rolling_back(None)
     cluster.starts_on_cleanup = False
     res, raised = rollback(tmp_path, cluster, store)
-    assert isinstance(raised, execute.RollbackFailed)
+    assert isinstance(raised, RollbackFailed)
     assert "did not start again on controller-1" in raised.message
     assert f"`podman tag {BACK} {FLOATING}`" in raised.fix
     assert f"`crm_resource --cleanup --resource {BUNDLE_ID} --node controller-1`" in raised.fix
@@ -392,7 +394,7 @@ def test_rollback_fails_when_the_replica_keeps_running_the_new_image(tmp_path: P
     # the CIB is not the floating name, say).
     store.starts_on = NEW_REF
     res, raised = rollback(tmp_path, cluster, store)
-    assert isinstance(raised, execute.RollbackFailed)
+    assert isinstance(raised, RollbackFailed)
     assert f"runs {NEW_ID[:12]}, not {OLD_ID[:12]}" in raised.message
     assert f"podman tag {BACK} {FLOATING}" in raised.fix
     assert cluster.kinds("restart") == [("restart", "controller-1")]
@@ -404,7 +406,7 @@ def test_rollback_without_a_previous_image_has_nothing_to_roll_back_to(tmp_path:
     del store.names[key(BACK)]
     cluster = cluster_of({"controller-1": store})
     res, raised = rollback(tmp_path, cluster, store, before=None)
-    assert isinstance(raised, execute.RollbackFailed)
+    assert isinstance(raised, RollbackFailed)
     assert "nothing to roll back to" in raised.message
     assert "pcmkimg update --node controller-1 mariadb --image REF" in raised.fix
     assert store.called("retag") == [] and cluster.events == []
@@ -419,7 +421,7 @@ def test_update_of_a_node_without_the_floating_name_cannot_be_rolled_back(tmp_pa
     error = timed_out()
     cluster.restart_errors["controller-0"] = (error, True)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
-    assert isinstance(raised, execute.RollbackFailed)
+    assert isinstance(raised, RollbackFailed)
     assert raised.__context__ is error  # raised while handling the restart's failure
     assert res.before is None and res.retagged and not res.rolled_back
     assert BACK not in store.names  # the retag had no old image to keep
@@ -584,7 +586,7 @@ def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(tmp_pa
     stores, cluster = three_nodes()
     cluster.restart_errors["controller-1"] = (timed_out(), True)
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, execute.UpdateFailed)
+    assert isinstance(raised, UpdateFailed)
     assert [(n.node, n.result) for n in report.nodes] == [
         ("controller-0", "ok"),
         ("controller-1", "rolled-back"),
@@ -600,7 +602,7 @@ def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(tmp_pa
 def test_run_refuses_when_preflight_finds_problems_and_pulls_nothing(tmp_path: Path) -> None:
     stores, cluster = three_nodes("bans.xml")
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, plan.PreflightFailed)
+    assert isinstance(raised, PreflightFailed)
     assert "cli-ban-galera-bundle-on-controller-1" in raised.message
     assert "`pcmkimg check`" in raised.fix
     assert report.nodes == []
@@ -616,7 +618,7 @@ def test_run_retags_nowhere_when_one_pull_fails(tmp_path: Path) -> None:
     )
     stores["controller-1"].fail("pull", denied)
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, execute.PullsFailed)
+    assert isinstance(raised, PullsFailed)
     assert "controller-1: pull failed: unauthorized" in raised.message
     assert raised.fix == "log in on the node"
     assert report.nodes == []
@@ -700,7 +702,7 @@ def test_a_healed_node_whose_replica_does_not_start_is_a_failure(tmp_path: Path)
     cluster.starts_on_cleanup = False
     res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
     updater = make_updater(tmp_path, cluster, {store.node: store})
-    with pytest.raises(pacemaker.RestartFailedError, match="did not start"):
+    with pytest.raises(RestartFailedError, match="did not start"):
         updater._restart_if_needed(
             BUNDLE, res, NEW_ID, True, moved(store.node), FakeHolds(cluster.events)
         )
@@ -709,7 +711,7 @@ def test_a_healed_node_whose_replica_does_not_start_is_a_failure(tmp_path: Path)
 def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
-    ban = pacemaker.BanNotRemovedError(
+    ban = BanNotRemovedError(
         "cli-ban-galera-bundle-on-controller-0 could not be removed after an interruption: x",
         "`crm_resource --clear --resource galera-bundle --node controller-0`",
     )
@@ -735,7 +737,7 @@ def test_a_rolled_back_attempt_leaves_the_rollback_name_where_it_was(tmp_path: P
     cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (timed_out(), True)
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
-    assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
+    assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
     assert store.called("restore") == [f"{FLOATING} -> {OLD_ID}"]
     retag = entries(tmp_path, "retag")[0]
@@ -761,11 +763,11 @@ def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(tmp_pat
     )
     cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (
-        pacemaker.RestartFailedError("start failed", "fix it"),
+        RestartFailedError("start failed", "fix it"),
         True,
     )
     res, raised = update(make_updater(tmp_path, cluster), "controller-0")
-    assert isinstance(raised, execute.UpdateFailed) and res.result == "rolled-back"
+    assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
 
 
@@ -778,7 +780,7 @@ def test_a_node_is_not_touched_while_another_replica_is_down(tmp_path: Path) -> 
         active={0: "controller-0", 1: "controller-1", 2: "controller-2"}, promoted=3
     )
     res, raised = update(updater, "controller-0")
-    assert isinstance(raised, plan.PreflightFailed)
+    assert isinstance(raised, PreflightFailed)
     assert "stopped before controller-0, which was not touched" in raised.message
     assert "replica 1 of the bundle (on controller-1" in raised.message
     assert store.called("retag") == [] and res.result == "pending"
@@ -824,7 +826,7 @@ def test_a_pulled_tag_with_another_digest_is_refused_as_bad_input(tmp_path: Path
     )
     stores["controller-1"].fail("pull", wrong)
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, execute.DigestRefused)
+    assert isinstance(raised, DigestRefused)
     assert "nothing was retagged or restarted" in raised.message
     assert "1" * 64 in raised.message and "2" * 64 in raised.message
     assert all(s.called("retag") == [] for s in stores.values())
@@ -909,7 +911,7 @@ def test_run_refuses_what_pacemaker_will_not_carry_out_before_any_pull_or_retag(
     stores, cluster = three_nodes()
     cluster.config = config()
     report, raised = run(tmp_path, cluster)
-    assert isinstance(raised, plan.PreflightFailed), raised
+    assert isinstance(raised, PreflightFailed), raised
     assert said in raised.message
     assert report.nodes == []
     assert all(s.called("pull") == [] and s.called("retag") == [] for s in stores.values())

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.core import cib as C
-from pcmkimg.core import plan
+from pcmkimg.core.errors import BundleNotFoundError, PreflightFailed
 from pcmkimg.workflows import guard
 from pcmkimg.workflows.guard import GuardRequest
 from tests import fakes
@@ -80,7 +80,7 @@ def test_a_refused_guard_add_undoes_its_clone_under_the_lease(tmp_path: Path) ->
     names = everywhere(FLOATING)
     names["controller-1"] = ()  # the guard cannot start there
     cluster = cluster_with(names)
-    with pytest.raises(plan.PreflightFailed):
+    with pytest.raises(PreflightFailed):
         run(cluster, tmp_path, GuardRequest("add", BUNDLE, timeout=60))
     assert C.bundle(cluster.config, BUNDLE).guard is None
     assert cluster.kinds("cleanup") == [("cleanup", f"{BUNDLE}-guard", "controller-1")]
@@ -93,7 +93,7 @@ def test_a_renamed_guard_that_cannot_start_keeps_its_former_name_wired(tmp_path:
     names = everywhere(FLOATING, OTHER)
     names["controller-1"] = (FLOATING,)  # the new name fails there; the former one runs
     cluster = cluster_with(names, guarded=True)
-    with pytest.raises(plan.PreflightFailed) as refused:
+    with pytest.raises(PreflightFailed) as refused:
         run(cluster, tmp_path, GuardRequest("add", BUNDLE, OTHER, timeout=60))
     assert f"the guard keeps {FLOATING}" in refused.value.message
     final = C.bundle(cluster.config, BUNDLE)
@@ -132,7 +132,7 @@ def test_nothing_to_do_takes_no_lease_and_moves_nothing(tmp_path: Path) -> None:
     cluster = cluster_with(everywhere(FLOATING))
     removed = run(cluster, tmp_path, GuardRequest("remove", BUNDLE))
     assert not removed.doc["changed"] and removed.lines == [f"{BUNDLE}: no guard"]
-    with pytest.raises(C.BundleNotFoundError):
+    with pytest.raises(BundleNotFoundError):
         run(cluster, tmp_path, GuardRequest("add", "no-such-bundle", timeout=60))
     assert cluster.events == []
     run(cluster, tmp_path, GuardRequest("add", BUNDLE, timeout=60))

@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters.config import (
-    LOCAL_URL,
-    Config,
-    ConfigError,
-    NodeNotConfigured,
-    RegistrySettings,
-    SshSettings,
-    load,
-    parse,
-)
+from pcmkimg.adapters.config import LOCAL_URL, Config, RegistrySettings, SshSettings, load, parse
+from pcmkimg.adapters.errors import ConfigError, NodeNotConfigured
 from pcmkimg.adapters.tunnel import parse_url
 from pcmkimg.core.naming import Scheme
 

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from pcmkimg.adapters import podman as images
-from pcmkimg.adapters.tunnel import SshTarget, TunnelFailed, parse_url, ssh_argv
+from pcmkimg.adapters.errors import TunnelFailed
+from pcmkimg.adapters.tunnel import SshTarget, parse_url, ssh_argv
 
 # Messages as podman 4.3 sends them in the pull stream's "error" key.
 PULL_ERRORS = [

@@ -15,10 +15,10 @@ from datetime import datetime, timezone
 import pytest
 
 from pcmkimg.core import naming
+from pcmkimg.core.errors import ImageAbsent
 from pcmkimg.core.images import ImageInfo
 from pcmkimg.core.prune import prune_selection
 from pcmkimg.core.reference import parse
-from pcmkimg.core.storeerrors import ImageAbsent
 from pcmkimg.core.tagplan import HOLD_TAG, Retagged, TagOp, restore_plan, retag_plan
 
 NODE = "controller-0"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.adapters import journal as J
+from pcmkimg.adapters.errors import UnsafeStateDir
 
 
 def mode(path: Path) -> int:
@@ -46,7 +47,7 @@ def test_a_directory_others_can_write_is_refused(tmp_path: Path, bits: int) -> N
     d = tmp_path / "state"
     d.mkdir()
     d.chmod(bits)
-    with pytest.raises(J.UnsafeStateDir) as info:
+    with pytest.raises(UnsafeStateDir) as info:
         J.open_journal(d)
     assert f"chmod 0700 {d}" in info.value.fix
     assert not (d / J.FILE).exists()
@@ -162,16 +163,16 @@ def test_a_symlinked_journal_directory_is_refused(tmp_path: Path) -> None:
     J.open_journal(real, run="r").record("start", service="svc")
     link = tmp_path / "link"
     link.symlink_to(real)
-    with pytest.raises(J.UnsafeStateDir) as caught:
+    with pytest.raises(UnsafeStateDir) as caught:
         J.open_journal(link)
     assert "symbolic link" in caught.value.message and str(link) in caught.value.message
-    with pytest.raises(J.UnsafeStateDir):
+    with pytest.raises(UnsafeStateDir):
         list(J.history(link))
     # A directory that turns into a link after the journal was opened: refused at the write.
     jr = J.open_journal(tmp_path / "later", run="r")
     (tmp_path / "later").rename(tmp_path / "moved")
     (tmp_path / "later").symlink_to(real)
-    with pytest.raises(J.UnsafeStateDir):
+    with pytest.raises(UnsafeStateDir):
         jr.record("x")
     assert [e["event"] for e in J.history(real)] == ["start"]
 
@@ -180,6 +181,6 @@ def test_history_refuses_a_directory_others_can_write(tmp_path: Path) -> None:
     d = J.ensure_dir(tmp_path / "s")
     J.open_journal(d, run="r").record("start")
     d.chmod(0o777)
-    with pytest.raises(J.UnsafeStateDir) as caught:
+    with pytest.raises(UnsafeStateDir) as caught:
         list(J.history(d))
     assert f"chmod 0700 {d}" in caught.value.fix

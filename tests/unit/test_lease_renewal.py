@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.adapters import lease as leasing
+from pcmkimg.adapters.errors import ConfigError
 from pcmkimg.core import cib, lease
 from tests import fakes
 
@@ -41,7 +42,7 @@ def test_a_holder_whose_clock_is_an_hour_off_keeps_its_lease(
     """The reader never compares the holder's clock with its own: a lease it has not yet seen
     unchanged for a whole period is held, whatever time the holder's clock shows."""
     holder = leasing.acquire(fake, 60, host="node-a", clock=lambda: time.time() + skew)
-    with pytest.raises(lease.LeaseHeldError) as info:
+    with pytest.raises(lease.LeaseHeld) as info:
         leasing.acquire(fake, 60, host="node-b")
     assert info.value.holder.token == holder.token
     assert current(fake) is not None and current(fake).token == holder.token
@@ -55,7 +56,7 @@ def test_a_renewing_holder_with_a_skewed_clock_never_loses_its_lease_to_a_watche
     with leasing.held(fake, 0.6, clock=lambda: time.time() - HOUR) as holding:
         for _ in range(3):  # three watches of more than a period each
             started = time.monotonic()
-            with pytest.raises(lease.LeaseHeldError) as info:
+            with pytest.raises(lease.LeaseHeld) as info:
                 leasing.acquire(fake, 0.6, host="node-b", watch=True)
             assert info.value.seen is not None and info.value.seen.changes >= 1
             assert time.monotonic() - started < 0.6  # refused on the first renewal it saw
@@ -81,7 +82,7 @@ def test_a_dead_holder_on_another_host_stops_blocking_within_one_period(
 
 def test_the_refusal_names_the_holder_and_when_the_lease_lapses(fake: fakes.FakeCluster) -> None:
     leasing.acquire(fake, 40, host="node-a", pid=4242)
-    with pytest.raises(lease.LeaseHeldError) as info:
+    with pytest.raises(lease.LeaseHeld) as info:
         leasing.acquire(fake, 40, host="node-b")
     text = info.value.one_line()
     assert "pid 4242 on host node-a" in text
@@ -197,9 +198,9 @@ def test_the_period_is_configured_in_pcmkimg_conf(tmp_path: Path) -> None:
     assert config.parse("").lease_period == lease.DEFAULT_PERIOD == 30
     assert config.parse("[lease]\nperiod = 5\n").lease_period == 5
     for bad in ("0", "x", "99999"):
-        with pytest.raises(config.ConfigError, match=r"\[lease\] period"):
+        with pytest.raises(ConfigError, match=r"\[lease\] period"):
             config.parse(f"[lease]\nperiod = {bad}\n")
-    with pytest.raises(config.ConfigError, match="unknown key 'ttl'"):
+    with pytest.raises(ConfigError, match="unknown key 'ttl'"):
         config.parse("[lease]\nttl = 5\n")
     # The CLI's context carries it (no module-global period).
     conf = tmp_path / "pcmkimg.conf"

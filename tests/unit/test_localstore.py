@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.adapters import localstore
-from pcmkimg.core.images import ImageError, NodeUnreachable, StoreError
+from pcmkimg.adapters.errors import AnswerTooLarge, AnswerTooSlow
+from pcmkimg.core.errors import ImageError, NodeUnreachable, StoreError
 
 Serve = Callable[[socket.socket, threading.Event], None]
 
@@ -87,7 +88,7 @@ def test_a_socket_that_trickles_one_byte_at_a_time_ends_at_the_deadline(serve) -
         caught = None
     took = time.monotonic() - start
     assert took < 1.2, f"the exchange took {took:.1f} s, past its 0.6 s deadline"
-    assert isinstance(caught, localstore.AnswerTooSlow), caught
+    assert isinstance(caught, AnswerTooSlow), caught
     assert isinstance(caught, NodeUnreachable)  # so the agent falls back to the podman command
     assert "0.6" in caught.message and path in caught.message and caught.fix
     assert caught.node == "n1"
@@ -120,7 +121,7 @@ def test_an_answer_past_the_size_cap_is_refused(serve) -> None:
 
     path = serve(flood)
     start = time.monotonic()
-    with pytest.raises(localstore.AnswerTooLarge) as caught:
+    with pytest.raises(AnswerTooLarge) as caught:
         localstore.running_images("reg/ns/svc:1", f"unix://{path}", node="n1", timeout=5)
     assert time.monotonic() - start < 5
     assert isinstance(caught.value, StoreError)
@@ -139,7 +140,7 @@ def test_status_views_read_through_the_same_client(serve) -> None:
 
     slow = storeview.StoreView("n1", "unix://slow", serve(trickle(ANSWER, 0.05)), timeout=0.5)
     start = time.monotonic()
-    with pytest.raises(localstore.AnswerTooSlow) as late:
+    with pytest.raises(AnswerTooSlow) as late:
         slow.named_images()
     assert time.monotonic() - start < 1.5
     assert late.value.node == "n1"
@@ -150,7 +151,7 @@ def test_status_views_read_through_the_same_client(serve) -> None:
             conn.sendall(b'{"Id": "x"},' * 8192)
 
     large = storeview.StoreView("n1", "unix://large", serve(flood), timeout=5)
-    with pytest.raises(localstore.AnswerTooLarge):
+    with pytest.raises(AnswerTooLarge):
         large.containers()
 
 

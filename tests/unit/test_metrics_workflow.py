@@ -12,8 +12,9 @@ from lxml import etree
 
 from pcmkimg import cli
 from pcmkimg.adapters import journal, textfile
+from pcmkimg.adapters.errors import TextfileError
 from pcmkimg.core import cib, lease
-from pcmkimg.core.storeerrors import StoreError
+from pcmkimg.core.errors import StoreError
 from pcmkimg.workflows import metrics
 from tests import fakes
 from tests.unit.test_metrics_render import samples
@@ -175,7 +176,7 @@ def test_a_bad_textfile_directory_is_bad_input_before_the_cluster_is_read(
         raise AssertionError("the cluster was read")
 
     cl.read_cluster = never  # type: ignore[method-assign,assignment]
-    with pytest.raises(textfile.TextfileError) as info:
+    with pytest.raises(TextfileError) as info:
         _run(cl, tmp_path, bad)
     assert cli.exit_code(info.value) == cli.BAD_INPUT
     assert str(bad) in info.value.one_line() and "; fix: " in info.value.one_line()
@@ -185,7 +186,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
     out = tmp_path / "textfile"
     out.mkdir()
     (out / "pcmkimg.prom").mkdir()  # the rename over a directory fails
-    with pytest.raises(textfile.TextfileError, match="cannot write pcmkimg.prom"):
+    with pytest.raises(TextfileError, match="cannot write pcmkimg.prom"):
         textfile.write_atomic(out, "pcmkimg.prom", "x 1\n")
     assert sorted(p.name for p in out.iterdir()) == ["pcmkimg.prom"]
 

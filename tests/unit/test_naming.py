@@ -6,12 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pcmkimg.core.errors import InvalidReference, InvalidScheme, NotFloatingName
 from pcmkimg.core.naming import (
     DEFAULT_SCHEME,
     LEGACY_TAG,
     FloatingName,
-    InvalidScheme,
-    NotFloatingName,
     Scheme,
     classify,
     floating_name,
@@ -19,7 +18,10 @@ from pcmkimg.core.naming import (
     rollback_name,
     service_of,
 )
-from pcmkimg.core.reference import InvalidReference, Reference, parse
+from pcmkimg.core.reference import (
+    Reference,
+    parse,
+)
 
 services = st.builds(
     lambda a, rest: a + "".join(s + b for s, b in rest),

@@ -13,7 +13,16 @@ from lxml import etree
 
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters import signals
+from pcmkimg.adapters.errors import (
+    BanNotRemovedError,
+    CibChangedError,
+    OfflineError,
+    PacemakerTimeoutError,
+    RestartFailedError,
+    ToolMissingError,
+)
 from pcmkimg.core import cib
+from pcmkimg.core.errors import RestartRefusedError
 from tests import fixtures
 
 Answer = Union[tuple[int, str, str], BaseException]
@@ -84,7 +93,7 @@ def test_cib_file_is_passed_and_live_only_operations_refuse() -> None:
         lambda: pm.wait(r, 5),
         lambda: pm.restart_replica(r, "galera-bundle", "controller-1"),
     ):
-        with pytest.raises(pm.OfflineError, match="needs a live cluster"):
+        with pytest.raises(OfflineError, match="needs a live cluster"):
             call()
     assert len(backend(r).calls) == 1
 
@@ -121,10 +130,10 @@ def test_error_mapping(rc: int, stderr: str, kind: str) -> None:
 
 def test_missing_tool_and_hung_tool() -> None:
     r = runner({("crm_mon",): [FileNotFoundError("crm_mon")]})
-    with pytest.raises(pm.ToolMissingError, match="crm_mon is not installed"):
+    with pytest.raises(ToolMissingError, match="crm_mon is not installed"):
         pm.status(r)
     r = runner({("crm_mon",): [subprocess.TimeoutExpired("crm_mon", 60)]})
-    with pytest.raises(pm.PacemakerTimeoutError, match="did not finish within 60s"):
+    with pytest.raises(PacemakerTimeoutError, match="did not finish within 60s"):
         pm.status(r)
 
 
@@ -158,7 +167,7 @@ def test_update_cib_retries_when_the_cib_changed(monkeypatch: pytest.MonkeyPatch
     assert "pcmkimg-x" in change.description
     assert [a[1] for a in backend(r).argvs()].count("--patch") == 3
     backend(r).answers[("cibadmin", "--patch")] = [stale]
-    with pytest.raises(pm.CibChangedError):
+    with pytest.raises(CibChangedError):
         pm.update_cib(r, lambda c: cib.set_cluster_property(c, "pcmkimg-x", "2"), attempts=2)
 
 
@@ -293,7 +302,7 @@ def test_restart_places_the_ban_watches_and_removes_it_once_stopped() -> None:
 
 def test_restart_with_failed_start_is_a_failure() -> None:
     r = restart_runner(_mon_stopped("galera-bundle-podman-1"), "mon-failed-start.xml")
-    with pytest.raises(pm.RestartFailedError) as info:
+    with pytest.raises(RestartFailedError) as info:
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
     err = info.value
     assert [f.op_key for f in err.failures] == ["galera-bundle-podman-1_start_0"]
@@ -302,7 +311,7 @@ def test_restart_with_failed_start_is_a_failure() -> None:
 
 def test_failed_stop_fails_and_removes_the_ban() -> None:
     r = restart_runner("mon-failed-start.xml")
-    with pytest.raises(pm.RestartFailedError):
+    with pytest.raises(RestartFailedError):
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
     assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
 
@@ -317,7 +326,7 @@ def test_interrupted_restart_removes_the_ban(interrupt: BaseException) -> None:
 
 def test_a_replica_that_never_stops_times_out_and_the_ban_goes() -> None:
     r = restart_runner("mon-ok.xml")
-    with pytest.raises(pm.PacemakerTimeoutError, match="still stopping"):
+    with pytest.raises(PacemakerTimeoutError, match="still stopping"):
         pm.restart_replica(r, "galera-bundle", "controller-1", timeout=0.05, poll=0.01)
     assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
 
@@ -327,7 +336,7 @@ def test_every_constraint_left_is_tried_and_named() -> None:
     names both, each with the command that removes it."""
     r = restart_runner("mon-ok.xml")
     backend(r).answers[("cibadmin", "--delete")] = [(102, "", "Could not connect")] * 3
-    with pytest.raises(pm.BanNotRemovedError, match="crm_resource --clear") as info:
+    with pytest.raises(BanNotRemovedError, match="crm_resource --clear") as info:
         pm.restart_replica(r, "galera-bundle", "controller-1", timeout=0.05, poll=0.01)
     assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
     message = info.value.message
@@ -342,7 +351,7 @@ def test_a_failed_restart_in_a_holding_scope_keeps_the_holds_until_its_end() -> 
     pin stays (and the holds on free nodes) until the scope ends, after the rollback."""
     r = restart_runner("mon-failed-start.xml")
     with pm.holding(r, "galera-bundle", 90) as holds:
-        with pytest.raises(pm.RestartFailedError):
+        with pytest.raises(RestartFailedError):
             pm.restart_replica(r, "galera-bundle", "controller-1", poll=0, holds=holds)
         assert backend(r).argvs()[-1] == BAN_DELETE
         assert holds.pinned and holds.banned == []
@@ -359,7 +368,7 @@ def test_an_existing_ban_refuses_before_any_write() -> None:
     backend(r).answers[("cibadmin", "--query")] = [
         (0, etree.tostring(config, encoding="unicode"), "")
     ]
-    with pytest.raises(pm.RestartRefusedError, match="exists already"):
+    with pytest.raises(RestartRefusedError, match="exists already"):
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
     assert not any(a[1] in ("--modify", "--delete") for a in backend(r).argvs())
 

@@ -60,7 +60,7 @@ def test_free_cib_is_claimed() -> None:
 def test_a_lease_first_seen_is_held_with_its_identity() -> None:
     other = make(host="h2", pid=7, token="t2")
     seen = lease.observe(None, other, MONO)
-    with pytest.raises(lease.LeaseHeldError) as info:
+    with pytest.raises(lease.LeaseHeld) as info:
         lease.claim(with_lease(other.encode()), make(), MONO, lambda _pid: False, seen)
     text = info.value.one_line()
     assert "pid 7 on host h2" in text and "2027-01-15T08:00:00Z" in text
@@ -71,7 +71,7 @@ def test_seen_unchanged_for_longer_than_its_period_it_is_taken_over() -> None:
     other = make(host="h2", token="t2")
     seen = lease.observe(None, other, MONO)
     config = with_lease(other.encode())
-    with pytest.raises(lease.LeaseHeldError):
+    with pytest.raises(lease.LeaseHeld):
         lease.claim(config, make(), MONO + 30, lambda _pid: True, seen)
     change = lease.claim(config, make(), MONO + 30.1, lambda _pid: True, seen)
     assert lease.read(change.new_cib) == make()
@@ -84,7 +84,7 @@ def test_a_renewal_restarts_the_observation_and_counts_as_a_change() -> None:
     later = lease.observe(seen, other.next_renewal(NOW + 10), MONO + 20)
     assert later.since == MONO + 20 and later.changes == 1
     renewed = other.next_renewal(NOW + 10)
-    with pytest.raises(lease.LeaseHeldError, match="renewed while we watched"):
+    with pytest.raises(lease.LeaseHeld, match="renewed while we watched"):
         lease.claim(with_lease(renewed.encode()), make(), MONO + 45, lambda _p: True, later)
 
 
@@ -93,10 +93,10 @@ def test_dead_holder_on_this_host_is_taken_over_but_not_on_another_host() -> Non
     dead = lambda _pid: False  # noqa: E731
     assert lease.read(lease.claim(with_lease(other.encode()), make(), MONO, dead).new_cib) == make()
     remote = make(host="h2", pid=4242, token="t2")
-    with pytest.raises(lease.LeaseHeldError):
+    with pytest.raises(lease.LeaseHeld):
         lease.claim(with_lease(remote.encode()), make(), MONO, dead)
     alive = lambda _pid: True  # noqa: E731
-    with pytest.raises(lease.LeaseHeldError):
+    with pytest.raises(lease.LeaseHeld):
         lease.claim(with_lease(other.encode()), make(), MONO, alive)
 
 

@@ -7,6 +7,7 @@ from lxml import etree
 
 from pcmkimg.core import cib, naming
 from pcmkimg.core import plan as P
+from pcmkimg.core.errors import NodeNotReady, UnknownNode, UnknownService
 from pcmkimg.core.reference import parse
 from tests import fixtures
 
@@ -92,7 +93,7 @@ def test_all_leaves_a_banned_node_alone_even_when_it_is_offline() -> None:
 
 def test_unknown_and_banned_nodes_are_one_error_listing_both() -> None:
     facts = [fact("c-0"), fact("c-1", can_run=False), fact("c-2")]
-    with pytest.raises(P.UnknownNode) as info:
+    with pytest.raises(UnknownNode) as info:
         P.plan_update(BUNDLE, TARGET, facts, ["c-9", "c-1", "c-0", "c-8"])
     msg = info.value.message
     assert "'c-9' is not a cluster node" in msg and "'c-8' is not a cluster node" in msg
@@ -102,10 +103,10 @@ def test_unknown_and_banned_nodes_are_one_error_listing_both() -> None:
 
 def test_no_node_can_run_the_bundle() -> None:
     facts = [fact("c-0", can_run=False)]
-    with pytest.raises(P.UnknownNode) as info:
+    with pytest.raises(UnknownNode) as info:
         P.plan_update(BUNDLE, TARGET, facts, ["c-0"])
     assert info.value.fix == "nodes that can run galera-bundle: none"
-    with pytest.raises(P.UnknownNode, match="no node can run bundle galera-bundle"):
+    with pytest.raises(UnknownNode, match="no node can run bundle galera-bundle"):
         P.plan_update(BUNDLE, TARGET, facts, None)
 
 
@@ -116,7 +117,7 @@ def test_every_not_ready_target_is_listed() -> None:
         fact("c-2", ready=False, why_not_ready="in standby"),
         fact("c-3", ready=False),
     ]
-    with pytest.raises(P.NodeNotReady) as info:
+    with pytest.raises(NodeNotReady) as info:
         P.plan_update(BUNDLE, TARGET, facts, None)
     assert info.value.message == "c-0 is offline; c-2 is in standby; c-3 is not ready"
     # Only the targets count: a node left out may be down.
@@ -126,9 +127,9 @@ def test_every_not_ready_target_is_listed() -> None:
 def test_refusals_are_the_error_kinds_the_cli_maps() -> None:
     from pcmkimg.errors import UsageError
 
-    assert issubclass(P.UnknownNode, UsageError)
-    assert issubclass(P.UnknownService, UsageError)
-    assert not issubclass(P.NodeNotReady, UsageError)
+    assert issubclass(UnknownNode, UsageError)
+    assert issubclass(UnknownService, UsageError)
+    assert not issubclass(NodeNotReady, UsageError)
 
 
 # --------------------------------------------------------------------------- find_bundle
@@ -159,27 +160,27 @@ def test_find_bundle_by_service_or_bundle_id(service: str, bundle_id: str, svc: 
 
 
 def test_find_bundle_unknown_service_lists_the_floating_bundles() -> None:
-    with pytest.raises(P.UnknownService) as info:
+    with pytest.raises(UnknownService) as info:
         P.match_bundle(BUNDLES, "nova", naming.DEFAULT_SCHEME)
     assert "nova" in info.value.message
     fix = info.value.fix
     assert "galera-bundle (cluster.common.tag/mariadb:pcmklatest)" in fix
     assert "haproxy-bundle" not in fix and "bad-bundle" not in fix
-    with pytest.raises(P.UnknownService, match="none"):
+    with pytest.raises(UnknownService, match="none"):
         P.match_bundle([], "nova", naming.DEFAULT_SCHEME)
 
 
 def test_find_bundle_refuses_a_bundle_that_is_not_behind_a_floating_name() -> None:
     # Its image is a real name: retagging that on the nodes would be wrong.
     for name in ("haproxy-bundle", "odd-bundle", "bad-bundle"):
-        with pytest.raises(P.UnknownService, match="not a floating name") as info:
+        with pytest.raises(UnknownService, match="not a floating name") as info:
             P.match_bundle(BUNDLES, name, naming.DEFAULT_SCHEME)
         assert "pcmkimg migrate" in info.value.fix
 
 
 def test_find_bundle_ambiguous_service() -> None:
     twice = [*BUNDLES, ("galera2-bundle", "cluster.common.tag/mariadb:pcmklatest")]
-    with pytest.raises(P.UnknownService, match="galera-bundle, galera2-bundle") as info:
+    with pytest.raises(UnknownService, match="galera-bundle, galera2-bundle") as info:
         P.match_bundle(twice, "mariadb", naming.DEFAULT_SCHEME)
     assert "bundle id" in info.value.fix
     assert P.match_bundle(twice, "galera2-bundle", naming.DEFAULT_SCHEME).id == "galera2-bundle"
@@ -189,7 +190,7 @@ def test_find_bundle_with_another_scheme() -> None:
     scheme = naming.Scheme(prefix="tag.example.org/pcmk", tag="current", rollback_tag="before")
     pairs = [("a-bundle", "tag.example.org/pcmk/alpha:current")]
     assert P.match_bundle(pairs, "alpha", scheme).id == "a-bundle"
-    with pytest.raises(P.UnknownService):
+    with pytest.raises(UnknownService):
         P.match_bundle(pairs, "alpha", naming.DEFAULT_SCHEME)
 
 

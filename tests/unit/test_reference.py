@@ -6,10 +6,10 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from pcmkimg.core.errors import InvalidReference
 from pcmkimg.core.reference import (
     NAME_MAX,
     TAG_MAX,
-    InvalidReference,
     Reference,
     format,
     parse,

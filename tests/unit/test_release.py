@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from pcmkimg.adapters import pacemaker
+from pcmkimg.adapters.errors import RestartFailedError
 from pcmkimg.core import release
+from pcmkimg.core.errors import ReleaseFileError
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import UsageError
 from pcmkimg.workflows import release as wf
-from pcmkimg.workflows.update import UpdateFailed
+from pcmkimg.workflows.errors import UpdateFailed
 from tests import fakes
 from tests.fakes import NODES, FakeCluster, FakeStore, container_of, context
 
@@ -63,7 +64,7 @@ def test_the_file_format_comments_blank_lines_digests() -> None:
     ids=["no-image", "malformed", "twice", "floating", "two-digests", "empty"],
 )
 def test_bad_lines_are_refused_naming_the_line_and_service(text: list[str], said: str) -> None:
-    with pytest.raises(release.ReleaseFileError, match=said) as info:
+    with pytest.raises(ReleaseFileError, match=said) as info:
         release.parse_release(lines(*text), SCHEME)
     assert isinstance(info.value, UsageError)  # exit 2
 
@@ -149,7 +150,7 @@ def test_a_failure_on_the_second_node_puts_back_every_service_moved_there(
 ) -> None:
     nodes = stores()
     cluster = cluster_of(nodes)
-    failed = pacemaker.RestartFailedError("start of the replica failed", "look at it")
+    failed = RestartFailedError("start of the replica failed", "look at it")
     cluster.restart_errors[("controller-1", RABBIT)] = (failed, True)
     with pytest.raises(UpdateFailed, match="release failed on controller-1") as info:
         wf.run(context(cluster, journal_dir=tmp_path), request())
@@ -203,7 +204,7 @@ def test_bad_input_is_refused_before_the_cluster_is_read(tmp_path: Path) -> None
     cluster = cluster_of(stores())
     with pytest.raises(UsageError, match="give SERVICE=REF"):
         wf.run(context(cluster, journal_dir=tmp_path), request(pairs=("mariadb",)))
-    with pytest.raises(release.ReleaseFileError, match="argument 2: service rabbitmq"):
+    with pytest.raises(ReleaseFileError, match="argument 2: service rabbitmq"):
         wf.run(
             context(cluster, journal_dir=tmp_path),
             request(pairs=(f"mariadb={REF[GALERA]}", "rabbitmq=Bad//Ref")),

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from pcmkimg.core import cib, restart
+from pcmkimg.core.errors import BundleNotFoundError, RestartNoQuorumError, RestartRefusedError
 from tests import fixtures
 
 
@@ -36,24 +37,24 @@ def test_restartable_replica() -> None:
             {"is-managed": "false"},
             "mon-ok.xml",
             "controller-1",
-            restart.RestartRefusedError,
+            RestartRefusedError,
             "unmanaged",
         ),
         (
             {"target-role": "Stopped"},
             "mon-ok.xml",
             "controller-1",
-            restart.RestartRefusedError,
+            RestartRefusedError,
             "disabled",
         ),
-        ({}, "mon-standby.xml", "controller-2", restart.RestartRefusedError, "in standby"),
-        ({}, "mon-no-quorum.xml", "controller-1", restart.RestartNoQuorumError, "no quorum"),
-        ({}, "mon-ok.xml", "controller-9", restart.RestartRefusedError, "no node 'controller-9'"),
+        ({}, "mon-standby.xml", "controller-2", RestartRefusedError, "in standby"),
+        ({}, "mon-no-quorum.xml", "controller-1", RestartNoQuorumError, "no quorum"),
+        ({}, "mon-ok.xml", "controller-9", RestartRefusedError, "no node 'controller-9'"),
         (
             {},
             "mon-failed-start.xml",
             "controller-1",
-            restart.RestartRefusedError,
+            RestartRefusedError,
             "replica has failed",
         ),
     ],
@@ -68,19 +69,18 @@ def test_restart_refusals(
 
 def test_refused_in_maintenance_mode_and_for_unknown_bundle() -> None:
     maintenance = cib.set_cluster_property(config(), "maintenance-mode", "true").new_cib
-    with pytest.raises(restart.RestartRefusedError, match="maintenance mode"):
+    with pytest.raises(RestartRefusedError, match="maintenance mode"):
         restart.check_restartable(maintenance, mon(), "galera-bundle", "controller-1")
-    with pytest.raises(cib.BundleNotFoundError):
+    with pytest.raises(BundleNotFoundError):
         restart.check_restartable(config(), mon(), "nope-bundle", "controller-1")
 
 
 def test_a_refusal_is_of_the_refused_family() -> None:
-    from pcmkimg.adapters import pacemaker
     from pcmkimg.errors import Refused
 
-    assert restart.RestartRefusedError.family is Refused
-    assert restart.RestartNoQuorumError.family is Refused
-    assert pacemaker.RestartRefusedError is restart.RestartRefusedError
+    assert RestartRefusedError.family is Refused
+    assert RestartNoQuorumError.family is Refused
+    assert RestartRefusedError is RestartRefusedError
 
 
 # --------------------------------------------------------------------------- new_failures

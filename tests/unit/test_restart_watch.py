@@ -9,6 +9,7 @@ import pytest
 from lxml import etree
 
 from pcmkimg.core import cib, restart
+from pcmkimg.core.errors import RestartRefusedError
 from tests import fixtures
 
 BUNDLE = "galera-bundle"
@@ -119,7 +120,7 @@ def test_own_bans_leave_an_operators_ban_alone() -> None:
     constraints.append(restart.ban_element("redis-bundle", NODE, "2026-12-01 10:01:31Z"))
     constraints.append(restart.ban_element(BUNDLE, NODE, "2026-12-01 10:01:31Z"))
     assert restart.own_bans(config, BUNDLE) == ["cli-ban-galera-bundle-on-controller-1"]
-    with pytest.raises(restart.RestartRefusedError, match="exists already"):
+    with pytest.raises(RestartRefusedError, match="exists already"):
         restart.check_no_bans(config, BUNDLE, ["controller-0"])
     restart.check_no_bans(config, BUNDLE, ["controller-2"])
 

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import pacemaker, signals
 from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import signals
+from pcmkimg.adapters.errors import PacemakerError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import history, open_journal
-from pcmkimg.core import plan
+from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.core.images import HOLD_TAG, TagOp
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.workflows import rollback as rb
-from pcmkimg.workflows import update as execute
+from pcmkimg.workflows.errors import UpdateFailed
 from tests import fakes
 from tests.fakes import key
 
@@ -60,7 +61,7 @@ def before_swap() -> fakes.FakeStore:
     return fakes.FakeStore(NODE, names, {fakes.container_of(NODE): CURRENT_ID})
 
 
-def failing(cluster: fakes.FakeCluster, error: pacemaker.PacemakerError) -> fakes.FakeCluster:
+def failing(cluster: fakes.FakeCluster, error: PacemakerError) -> fakes.FakeCluster:
     """The node step's restart fails with ``error`` (the replica keeps running)."""
     cluster.restart_errors[NODE] = (error, False)
     return cluster
@@ -76,9 +77,9 @@ def test_a_ban_a_killed_restart_left_is_removed_under_the_lease_and_the_cluster_
     tmp_path: Path,
 ) -> None:
     cluster = failing(
-        cluster_of(before_swap(), [LEFT_BAN]), pacemaker.RestartFailedError("stop it here", "x")
+        cluster_of(before_swap(), [LEFT_BAN]), RestartFailedError("stop it here", "x")
     )
-    with pytest.raises(execute.UpdateFailed):
+    with pytest.raises(UpdateFailed):
         run(tmp_path, cluster)
     assert cluster.kinds(*WATCHED) == [
         ("read",),  # find the bundle, before the lease
@@ -97,10 +98,8 @@ def test_a_ban_a_killed_restart_left_is_removed_under_the_lease_and_the_cluster_
 
 
 def test_without_a_leftover_ban_nothing_is_removed_and_nothing_waits(tmp_path: Path) -> None:
-    cluster = failing(
-        cluster_of(before_swap(), []), pacemaker.RestartFailedError("stop it here", "x")
-    )
-    with pytest.raises(execute.UpdateFailed):
+    cluster = failing(cluster_of(before_swap(), []), RestartFailedError("stop it here", "x"))
+    with pytest.raises(UpdateFailed):
         run(tmp_path, cluster)
     assert cluster.kinds(*WATCHED) == [
         ("read",),
@@ -117,8 +116,8 @@ def test_without_a_leftover_ban_nothing_is_removed_and_nothing_waits(tmp_path: P
 
 def test_a_failed_start_says_the_previous_image_does_not_start(tmp_path: Path) -> None:
     store = before_swap()
-    error = pacemaker.RestartFailedError("start of the replica failed", "look at it")
-    with pytest.raises(execute.UpdateFailed) as info:
+    error = RestartFailedError("start of the replica failed", "look at it")
+    with pytest.raises(UpdateFailed) as info:
         run(tmp_path, failing(cluster_of(store, []), error))
     assert info.value.message.endswith(
         f"{NODE} was put back on the image it ran before: start of the replica failed"
@@ -128,10 +127,10 @@ def test_a_failed_start_says_the_previous_image_does_not_start(tmp_path: Path) -
 
 
 def test_any_other_failure_keeps_its_own_fix(tmp_path: Path) -> None:
-    error = pacemaker.PacemakerTimeoutError(
+    error = PacemakerTimeoutError(
         "the cluster did not settle within 7s", "check the cluster with crm_mon"
     )
-    with pytest.raises(execute.UpdateFailed) as info:
+    with pytest.raises(UpdateFailed) as info:
         run(tmp_path, failing(cluster_of(before_swap(), []), error))
     assert "does not start" not in info.value.fix
     assert info.value.fix == "check the cluster with crm_mon"
@@ -211,7 +210,7 @@ def test_a_hold_name_the_journal_does_not_explain_is_refused_and_nothing_moves(
     journal_says(tmp_path, *journal)
     before = dict(store.names)
     cluster = cluster_of(store, [])
-    with pytest.raises(plan.PreflightFailed) as info:
+    with pytest.raises(PreflightFailed) as info:
         run(tmp_path, cluster)
     assert f"{HOLD} names {PREVIOUS_ID[:12]} on {NODE}" in info.value.message
     assert f"podman untag {PREVIOUS_ID[:12]} {HOLD}" in info.value.fix

@@ -9,6 +9,7 @@ import pytest
 from lxml import etree
 
 from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.adapters.errors import CibEnvironmentError
 from pcmkimg.core import cib
 from tests import fixtures
 from tests.unit.test_pacemaker import Recorded
@@ -39,7 +40,7 @@ def test_no_cib_variable_reaches_the_tools(monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.mark.parametrize("read_only", [True, False])
 @pytest.mark.parametrize("name", sorted(set(ALL_CIB_VARS) - {"CIB_file"}))
 def test_a_shadow_or_remote_cib_is_refused_naming_the_variable(name: str, read_only: bool) -> None:
-    with pytest.raises(pm.CibEnvironmentError) as err:
+    with pytest.raises(CibEnvironmentError) as err:
         pm.runner_for(None, read_only=read_only, environ={name: ALL_CIB_VARS[name]})
     text = err.value.one_line()
     assert name in text and "unset" in text
@@ -60,10 +61,10 @@ def test_cib_file_is_the_offline_mode_of_read_only_commands(tmp_path: Path) -> N
     assert given.cib_file == str(other) and given.offline
     assert not pm.runner_for(None, read_only=True, environ={"CIB_file": ""}).offline
     for path, env in ((str(saved), {}), (None, {"CIB_file": str(saved)})):
-        with pytest.raises(pm.CibEnvironmentError, match="only status and check") as err:
+        with pytest.raises(CibEnvironmentError, match="only status and check") as err:
             pm.runner_for(path, read_only=False, environ=env)
         assert err.value.family is not None and err.value.family.__name__ == "BadInput"
-    with pytest.raises(pm.CibEnvironmentError, match="no such file"):
+    with pytest.raises(CibEnvironmentError, match="no such file"):
         pm.runner_for(str(tmp_path / "absent.xml"), read_only=True, environ={})
 
 

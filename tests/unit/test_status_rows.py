@@ -11,7 +11,10 @@ import pytest
 
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming
-from pcmkimg.core.plan import Cluster, UnknownService
+from pcmkimg.core.errors import UnknownService
+from pcmkimg.core.plan import (
+    Cluster,
+)
 from pcmkimg.workflows import status as S
 from tests import fixtures
 

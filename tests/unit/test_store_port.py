@@ -8,10 +8,10 @@ from collections.abc import Mapping
 
 import pytest
 
+from pcmkimg.core.errors import ImageAbsent, InvalidName, StoreError
 from pcmkimg.core.images import Container, ImageInfo
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.store import StorePort
-from pcmkimg.core.storeerrors import ImageAbsent, InvalidName, StoreError
 from pcmkimg.core.tagplan import TagOp
 
 F = "cluster.common.tag/mariadb:pcmklatest"

@@ -16,7 +16,6 @@ from pcmkimg.core.cib.read import (
     GUARD_RECORD,
     GUARD_RECORD_UNSET,
     RUNTIMES,
-    GuardConflictError,
     _bundle_element,
     _by_id,
     _config_elements,
@@ -25,7 +24,11 @@ from pcmkimg.core.cib.read import (
     _nvpairs,
     guard_ids,
 )
-from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element
+from pcmkimg.core.cib.xml import (
+    _FIX_CIB,
+    Element,
+)
+from pcmkimg.core.errors import CibStructureError, GuardConflictError
 
 # (name, interval, timeout) of the guard primitive's operations, as pcs writes them.
 GUARD_OPS = (

@@ -6,8 +6,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pcmkimg.core import commands as cmd
-from pcmkimg.core.cib.xml import _FIX_CIB, CibStructureError, Element, _int, is_true
-from pcmkimg.errors import BadInput
+from pcmkimg.core.cib.xml import (
+    _FIX_CIB,
+    Element,
+    _int,
+    is_true,
+)
+from pcmkimg.core.errors import BundleNotFoundError, CibStructureError, GuardConflictError
 
 GUARD_AGENT = ("ocf", "pcmkimg", "floating-image")
 GUARD_RECORD = "pcmkimg-bundle-interleave"
@@ -21,14 +26,6 @@ the instance ("cannot run because it cannot interleave with any instance of ...-
 Where the guard cannot run, the Mandatory interleaved order still keeps the replica stopped.
 An INFINITY colocation (a guard wired before) is still read as the guard's."""
 RUNTIMES = ("podman", "docker", "rkt")
-
-
-class BundleNotFoundError(BadInput):
-    """No bundle with the given id in the CIB."""
-
-
-class GuardConflictError(BadInput):
-    """An id the guard needs is taken by something that is not the guard."""
 
 
 # --------------------------------------------------------------------------- small helpers

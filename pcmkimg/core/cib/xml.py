@@ -7,21 +7,13 @@ from typing import NamedTuple, Union
 from lxml import etree
 
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import Unreachable
+from pcmkimg.core.errors import CibParseError, CibStructureError
 
 Element = etree._Element
 XmlInput = Union[bytes, str]
 
 _FIX_CIB = f"pass the unmodified output of {cmd.quoted(cmd.query_cib())} (or a file saved from it)"
 _FIX_MON = f"pass the unmodified output of {cmd.quoted(cmd.status_xml())}"
-
-
-class CibParseError(Unreachable):
-    """The XML is malformed, or carries a DOCTYPE/entities (refused: never resolved)."""
-
-
-class CibStructureError(Unreachable):
-    """Well-formed XML that is not a CIB (or not crm_mon XML) as Pacemaker writes it."""
 
 
 # --------------------------------------------------------------------------- parsing
