@@ -64,11 +64,14 @@ class Skopeo:
             argv.append("--tls-verify=false")
         return [*argv, f"docker://{reference}"]
 
-    def _ask(self, reference: str, deadline: float) -> Served:
+    def _ask(self, reference: str, deadline: float, timeout: float = 0.0) -> Served:
         registry = registry_of(reference)
         left = deadline - self.clock()
         if left <= 0:
-            return Served(reference, error=f"the registry {registry} did not answer in time")
+            return Served(
+                reference,
+                error=f"the registry {registry} could not be asked in time (deadline passed)",
+            )
         env = {**os.environ, "LC_ALL": "C"}
         try:
             proc = self.run(
@@ -86,7 +89,8 @@ class Skopeo:
             ) from exc
         except subprocess.TimeoutExpired:
             return Served(
-                reference, error=f"the registry {registry} did not answer in time (deadline)"
+                reference,
+                error=f"the registry {registry} could not be asked in time (deadline {timeout:g}s)",
             )
         if proc.returncode == 0:
             from pcmkimg.core.outdated import served
@@ -107,5 +111,7 @@ class Skopeo:
         start = self.clock()
         deadlines = {registry_of(r): start + timeout for r in refs}
         with ThreadPoolExecutor(max_workers=min(WORKERS, len(refs))) as pool:
-            futures = {r: pool.submit(self._ask, r, deadlines[registry_of(r)]) for r in refs}
+            futures = {
+                r: pool.submit(self._ask, r, deadlines[registry_of(r)], timeout) for r in refs
+            }
             return {r: f.result() for r, f in futures.items()}
