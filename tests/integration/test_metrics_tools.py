@@ -154,6 +154,25 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     jr = journal.open_journal(base / "journal", run="r1")
     jr.record("start", service="mariadb", bundle=fakes.BUNDLE_ID, target=REAL_NEW, nodes=[])
     jr.record("done", service="mariadb", summary="")
+    # an outdated check recorded: controller-0 behind, controller-1 current
+    journal.write_state(
+        base / "journal",
+        "outdated.json",
+        {
+            "complete": True,
+            "checked_at": 1_700_000_000,
+            "services": [
+                {
+                    "service": "mariadb",
+                    "bundle": fakes.BUNDLE_ID,
+                    "nodes": [
+                        {"node": "controller-0", "state": "outdated"},
+                        {"node": "controller-1", "state": "current"},
+                    ],
+                }
+            ],
+        },
+    )
     out = base / "textfile"
     out.mkdir()
     ctx = fakes.context(cl, journal_dir=base / "journal")
@@ -212,6 +231,9 @@ def test_node_exporter_serves_the_textfile_with_its_labels(made: tuple[Path, str
     assert value(found, "pcmkimg_last_update_result", service="mariadb", result="ok") == 1
     assert value(found, "pcmkimg_last_update_result", service="mariadb", result="failed") == 0
     assert value(found, "pcmkimg_last_update_end_timestamp_seconds", service="mariadb") > 1e9
+    assert value(found, "pcmkimg_image_outdated", **at, node="controller-0") == 1
+    assert value(found, "pcmkimg_image_outdated", **at, node="controller-1") == 0
+    assert value(found, "pcmkimg_outdated_check_complete") == 1
 
 
 def test_escaped_label_values_survive_promtool_and_node_exporter(tmp_path: Path) -> None:
