@@ -7,8 +7,12 @@ live test, from ``pcmkimg metrics --textfile`` run on a node of the sandbox clus
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -21,6 +25,7 @@ import pytest
 
 from pcmkimg.adapters import journal
 from pcmkimg.core import metrics as M
+from pcmkimg.core.cib.xml import parse_crm_mon
 from pcmkimg.core.storeerrors import StoreError
 from pcmkimg.workflows import metrics
 from tests import fakes
@@ -311,3 +316,185 @@ def test_pcmkimg_metrics_on_a_node_scraped_by_node_exporter(guarded, tmp_path: P
     assert value(found, "pcmkimg_last_update_result", service=SERVICE, result="ok") == 1
     svc = {"service": SERVICE, "bundle": BUNDLE, "floating": FLOATING, "guard": "wired"}
     assert value(found, "pcmkimg_service_info", **svc) == 1
+
+
+# --------------------------------------------------------------------------- live: outdated
+#
+# The same bundle, against the sandbox's real registry and real skopeo (run by pcmkimg on the
+# node, through the node's registries.conf): a name of its own (outdated/svc:1.0, a copy of
+# ns1/svc:1.0, so that no other test's image moves), then a manifest list pushed under it.
+
+
+def _skopeo(*args: str) -> bytes:
+    return subprocess.run(
+        ["skopeo", *args], capture_output=True, check=True, timeout=120, stdin=subprocess.DEVNULL
+    ).stdout
+
+
+def _outdated(cl, *args: str):  # type: ignore[no-untyped-def]
+    proc = cl.pcmkimg("controller-0", "--json", "outdated", *args, SERVICE, check=False)
+    doc = json.loads(proc.stdout)
+    return proc, doc
+
+
+def _checks(doc: dict, ref: str) -> dict[str, dict]:
+    """node -> its check of ``ref``."""
+    (svc,) = doc["services"]
+    return {n["node"]: next(c for c in n["checks"] if c["reference"] == ref) for n in svc["nodes"]}
+
+
+@contextlib.contextmanager
+def registry_stopped(sb) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """The sandbox's registry stopped (its pid), then started again on its port and storage."""
+    from tests.sandbox import registry as sandbox_registry
+    from tests.sandbox.proc import tcp_open
+    from tests.sandbox.state import load
+
+    state = load(sb.name)
+    assert state is not None
+    port = int(state.info["registry_port"])
+    os.kill(int(state.info["registry_pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while tcp_open(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert not tcp_open(port)
+        yield
+    finally:
+        sandbox_registry.start(state, port)
+
+
+def test_outdated_against_the_real_registry_recorded_for_crm_mon_and_promtool(  # type: ignore[no-untyped-def]
+    guarded, tmp_path: Path
+) -> None:
+    need_tools(PROMTOOL)
+    sb = guarded
+    cl = sb.cluster
+    ref = sb.ref("outdated/svc:1.0")
+    old_id = sb.images["ns1/svc:1.0"].removeprefix("sha256:")
+    insecure = ("--src-tls-verify=false", "--dest-tls-verify=false")
+    _skopeo("copy", "-q", *insecure, f"docker://{sb.ref('ns1/svc:1.0')}", f"docker://{ref}")
+    cl.seed(ref)  # every node: the image behind the floating name gets the name and its digest
+    old_digest = (
+        "sha256:"
+        + hashlib.sha256(
+            _skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{ref}")
+        ).hexdigest()
+    )
+    try:
+        proc, doc = _outdated(cl)
+        assert proc.returncode == 0, proc.stderr
+        assert {c["state"] for c in _checks(doc, ref).values()} == {"current"}
+        assert {tuple(c["node_digests"]) for c in _checks(doc, ref).values()} == {(old_digest,)}
+
+        # A new image under the same tag: a manifest list (podman manifest push --all).
+        store = ["podman", "--root", str(tmp_path / "s"), "--runroot", str(tmp_path / "r")]
+        run = functools.partial(subprocess.run, check=True, capture_output=True, timeout=120)
+        run([*store, "manifest", "create", "localhost/outdated-list:1"])
+        run(
+            [
+                *store,
+                "manifest",
+                "add",
+                "--tls-verify=false",
+                "localhost/outdated-list:1",
+                f"docker://{sb.ref('ns2/svc:1.1')}",
+            ]
+        )
+        run(
+            [
+                *store,
+                "manifest",
+                "push",
+                "--all",
+                "--tls-verify=false",
+                "localhost/outdated-list:1",
+                f"docker://{ref}",
+            ]
+        )
+        raw = _skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{ref}")
+        assert b'"manifests"' in raw
+        new_digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+
+        proc, doc = _outdated(cl)
+        assert proc.returncode == 10, proc.stdout + proc.stderr
+        checks = _checks(doc, ref)
+        assert {c["state"] for c in checks.values()} == {"outdated"}
+        assert {c["registry_digest"] for c in checks.values()} == {new_digest}
+        assert doc["services"][0]["outdated"] == list(cl.names)
+        (asked,) = [r for r in doc["references"] if r["reference"] == ref]  # once
+        assert asked["digest"] == new_digest
+
+        # controller-2 pulls the list and its floating name moves onto it (no restart):
+        # podman records the list's digest there, on podman 4.3 and 5.4 alike.
+        cl.seed(ref, FLOATING, nodes=["controller-2"])
+        out = tmp_path / "textfile"
+        out.mkdir()
+        jdir = tmp_path / "state"
+        proc = cl.pcmkimg(
+            "controller-0",
+            "--json",
+            "--journal-dir",
+            str(jdir),
+            "outdated",
+            "--record",
+            "--textfile",
+            str(out),
+            SERVICE,
+            check=False,
+        )
+        assert proc.returncode == 10, proc.stdout + proc.stderr
+        doc = json.loads(proc.stdout)
+        states = {n["node"]: n["state"] for n in doc["services"][0]["nodes"]}
+        assert states == {
+            "controller-0": "outdated",
+            "controller-1": "outdated",
+            "controller-2": "current",
+        }
+        assert new_digest in _checks(doc, ref)["controller-2"]["node_digests"]
+        # crm_mon -A: the attribute per node, as the cluster shows it
+        mon = cl.run("controller-1", ["crm_mon", "-1", "-A", "--output-as=xml"], timeout=60)
+        tree = parse_crm_mon(mon.stdout.encode())
+        shown = {
+            node.get("name"): attr.get("value")
+            for node in tree.iterfind("node_attributes/node")
+            for attr in node.iterfind("attribute")
+            if attr.get("name") == f"pcmkimg-outdated:{SERVICE}"
+        }
+        assert shown == states
+        text = (out / M.FILE_NAME).read_text()
+        checked = promtool_check(text)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        found = parse(text)
+        at = {"service": SERVICE, "bundle": BUNDLE}
+        assert value(found, "pcmkimg_image_outdated", **at, node="controller-0") == 1
+        assert value(found, "pcmkimg_image_outdated", **at, node="controller-2") == 0
+        assert value(found, "pcmkimg_outdated_check_complete") == 1
+
+        # The registry stopped: exit 11, one line per name, no traceback; recorded as unknown.
+        with registry_stopped(sb):
+            proc = cl.pcmkimg(
+                "controller-0",
+                "--journal-dir",
+                str(jdir),
+                "outdated",
+                "--record",
+                "--timeout",
+                "10",
+                SERVICE,
+                check=False,
+            )
+        assert proc.returncode == 11, proc.stdout + proc.stderr
+        lines = proc.stderr.splitlines()
+        assert f"pcmkimg: {ref}: the registry {sb.registry} could not be asked: " in "\n".join(
+            lines
+        ), proc.stderr
+        assert all(line.startswith("pcmkimg: ") for line in lines), proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr
+        recorded = json.loads((jdir / "outdated.json").read_text())
+        assert recorded["complete"] is False
+    finally:
+        cl.podman("controller-2", "tag", old_id, FLOATING)
+        for node in cl.names:
+            cl.podman(node, "untag", old_id, ref, check=False)
+            cl.podman(node, "rmi", ref, check=False)
