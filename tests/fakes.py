@@ -7,6 +7,7 @@
   ``galera-bundle`` from the containers running in the node stores. Every call is an event.
 - :class:`FakeStore`, one node's store: the primitives of the store port over a dict (names ->
   image IDs), recording calls; its rules (resolve, retag, restore, prune) are the port's own.
+- :class:`FakeRegistry`, the registry port (``outdated``): what each reference serves.
 - :func:`context`: a :class:`~pcmkimg.workflows.context.Context` of these.
 
 Nothing in pcmkimg is patched: a workflow gets the fakes through its context.

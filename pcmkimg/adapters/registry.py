@@ -33,6 +33,7 @@ WORKERS = 8
 
 _GONE = re.compile(r"manifest unknown|name unknown|not found|repository .* does not exist", re.I)
 _MSG = re.compile(r'msg="((?:[^"\\]|\\.)*)"')
+_PARSING = re.compile(r'^(?:Error parsing image name|error parsing image name) "[^"]*": ')
 
 Run = Callable[..., "subprocess.CompletedProcess[bytes]"]
 
@@ -47,6 +48,7 @@ def _why(stderr: bytes) -> str:
     found = _MSG.findall(text)
     if found:
         text = found[-1].replace('\\"', '"')
+    text = _PARSING.sub("", text.strip())  # skopeo's wrapper around every failure
     return " ".join(text.split())[-400:] or "no message"
 
 

@@ -7,14 +7,15 @@ live test, from ``pcmkimg metrics --textfile`` run on a node of the sandbox clus
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -388,8 +389,13 @@ def test_outdated_against_the_real_registry_recorded_for_crm_mon_and_promtool(  
         assert {tuple(c["node_digests"]) for c in _checks(doc, ref).values()} == {(old_digest,)}
 
         # A new image under the same tag: a manifest list (podman manifest push --all).
-        store = ["podman", "--root", str(tmp_path / "s"), "--runroot", str(tmp_path / "r")]
-        run = functools.partial(subprocess.run, check=True, capture_output=True, timeout=120)
+        short = Path(tempfile.mkdtemp(prefix="ol", dir="/tmp"))  # podman: runroot < 50 chars
+        store = ["podman", "--root", str(short / "s"), "--runroot", str(short / "r")]
+
+        def run(argv: list[str]) -> None:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, (argv, done.stderr)
+
         run([*store, "manifest", "create", "localhost/outdated-list:1"])
         run(
             [
@@ -412,6 +418,8 @@ def test_outdated_against_the_real_registry_recorded_for_crm_mon_and_promtool(  
                 f"docker://{ref}",
             ]
         )
+        subprocess.run([*store, "system", "reset", "--force"], capture_output=True, timeout=60)
+        shutil.rmtree(short, ignore_errors=True)
         raw = _skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{ref}")
         assert b'"manifests"' in raw
         new_digest = "sha256:" + hashlib.sha256(raw).hexdigest()
