@@ -574,8 +574,9 @@ def metrics(textfile: str | None, cib_file: str | None) -> None:
     Per service and node: the image behind the floating name (pcmkimg_image_info), drift,
     whether the name resolves, the replica active, the guard running, the failed operations;
     per node whether its store was read (pcmkimg_node_up); the update lease; per service the
-    last update's end time and result from this node's journal. Prints the text, or with
-    --textfile replaces DIR/pcmkimg.prom whole and prints nothing."""
+    last update's end time and result from this node's journal; per service and node whether
+    an update is available (pcmkimg_image_outdated, from the last pcmkimg outdated --record).
+    Prints the text, or with --textfile replaces DIR/pcmkimg.prom whole and prints nothing."""
     from pathlib import Path
 
     from pcmkimg.workflows import metrics
@@ -644,14 +645,17 @@ def outdated(
     directory = Path(textfile) if textfile is not None else env.conf.textfile_dir
     request = outdated.OutdatedRequest(services, timeout, record, directory if record else None)
     report = outdated.run(_context(env), request)
-    env.out(report.doc, [printable(line) for line in report.lines()])
-    for line in report.record_errors:
-        env.say(f"pcmkimg: error: {printable(line)}")
-    if report.record_errors:
+    if report.record_errors:  # exit 5; with --json the error document carries the report
+        if not env.json:
+            env.out(report.doc, [printable(line) for line in report.lines()])
+        for line in report.record_errors:
+            env.say(f"pcmkimg: error: {printable(line)}")
         raise outdated.RecordFailed(
             f"the result could not be recorded on {len(report.record_errors)} node(s)",
             "see the lines above; check the cluster (crm_mon) and run it again",
+            report=report.doc,
         )
+    env.out(report.doc, [printable(line) for line in report.lines()])
     from pcmkimg.core.outdated import failed_lines
 
     for line in failed_lines(report.doc):

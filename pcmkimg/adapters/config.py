@@ -201,7 +201,8 @@ def parse(text: str, path: Path | None = None) -> Config:
     except configparser.Error as err:
         raise ConfigError(
             f"malformed configuration file {where}: {' '.join(str(err).split())}",
-            fix="write INI sections [nodes], [scheme], [registries], [ssh] with 'key = value' "
+            fix="write INI sections [nodes], [scheme], [registries], [ssh], [lease], [metrics] "
+            "with 'key = value' "
             "lines (see the pcmkimg.adapters.config documentation)",
         ) from err
     unknown = [s for s in parser.sections() if s not in _SECTIONS]

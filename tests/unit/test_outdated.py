@@ -482,3 +482,25 @@ def test_the_units_are_valid(tmp_path: Path) -> None:
         env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"},
     )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_a_record_failure_is_exit_5_and_one_json_document(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pcmkimg.adapters.pacemaker import ToolError
+
+    class Failing(fakes.FakeCluster):
+        def set_node_attribute(self, node: str, name: str, value: str) -> None:
+            raise ToolError("crm_attribute failed (rc 102)", "check the cluster")
+
+    cl = Failing(_stores())
+    conf = tmp_path / "pcmkimg.conf"
+    conf.write_text("")
+    make = fakes.cli_context(cl, registry=fakes.FakeRegistry({REAL: D_NEW}))
+    argv = ["--json", "--conf", str(conf), "--journal-dir", str(tmp_path / "s")]
+    with pytest.raises(SystemExit) as info:
+        cli.main([*argv, "outdated", "--record", "mariadb"], context=make)
+    out, err = capsys.readouterr()
+    assert info.value.code == cli.UNREACHABLE == 5
+    doc = json.loads(out)  # one document: the error, the check as its report
+    assert doc["exit_code"] == 5 and "could not be recorded on 3 node(s)" in doc["error"]
+    _validate(doc["report"])
+    assert len(err.splitlines()) == 4 and "Traceback" not in err
