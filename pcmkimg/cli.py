@@ -258,7 +258,7 @@ cib_file_option = click.option(
     type=click.Path(dir_okay=False),
     default=None,
     help="Offline: read this saved CIB (cibadmin --query > FILE) instead of the live cluster; "
-    "status, check and metrics only (default $CIB_file).",
+    "status, check, metrics and outdated only (default $CIB_file).",
 )
 
 
