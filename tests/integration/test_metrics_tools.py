@@ -501,8 +501,7 @@ def test_outdated_against_the_real_registry_recorded_for_crm_mon_and_promtool(  
         assert "Traceback" not in proc.stdout + proc.stderr
         recorded = json.loads((jdir / "outdated.json").read_text())
         assert recorded["complete"] is False
-    finally:
+    finally:  # the floating names back on the old image; the test's name gone everywhere
         cl.podman("controller-2", "tag", old_id, FLOATING)
-        for node in cl.names:
-            cl.podman(node, "untag", old_id, ref, check=False)
+        for node in cl.names:  # on controller-2 the name went to the list's image with its pull
             cl.podman(node, "rmi", ref, check=False)
