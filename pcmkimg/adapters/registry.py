@@ -22,12 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pcmkimg.adapters.config import Config
+from pcmkimg.core import outdated
 from pcmkimg.core.outdated import Served, registry_of
 from pcmkimg.errors import Unreachable
 
 SKOPEO = "skopeo"
-DEFAULT_TIMEOUT = 30.0
-"""Seconds a registry gets for all the references asked of it."""
 WORKERS = 8
 """skopeo processes at a time."""
 
@@ -95,9 +94,7 @@ class Skopeo:
                 error=f"the registry {registry} could not be asked in time (deadline {timeout:g}s)",
             )
         if proc.returncode == 0:
-            from pcmkimg.core.outdated import served
-
-            return served(reference, proc.stdout)
+            return outdated.served(reference, proc.stdout)
         why = _why(proc.stderr)
         if _GONE.search(why):
             return Served(
