@@ -3,12 +3,15 @@
 # Idempotent: packages already present are not touched. Debian/Ubuntu, as root.
 set -eu
 
+# skopeo: pcmkimg outdated asks the registries with it; systemd: systemd-analyze verify of the
+# shipped units (tests/unit/test_outdated.py).
 PKGS="podman runc busybox-static docker-registry skopeo uidmap
 pacemaker pacemaker-cli-utils corosync pcs resource-agents
 rpm libxml2-utils openssh-server openssh-client iproute2 util-linux procps socat cpio
 python3 python3-venv python3-pip python3-lxml python3-click tox make
 help2man xsltproc docbook-xsl man-db groff-base bash
-prometheus prometheus-node-exporter ansible-core"
+prometheus prometheus-node-exporter ansible-core
+systemd"
 
 # pacemaker-remoted for the sandbox's Stateful bundle images. The Debian package
 # pacemaker-remote CONFLICTS with pacemaker (installing it removes pacemaker), so it is only

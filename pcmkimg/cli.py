@@ -51,6 +51,8 @@ LEASE_HELD = 4
 UNREACHABLE = 5
 UPDATE_FAILED = 6
 ROLLBACK_FAILED = 7
+OUTDATED = 10  # `outdated`: an update is available (a registry serves a newer image)
+REGISTRY_UNASKED = 11  # `outdated`: a registry could not be asked, or no longer serves a name
 HANGUP = 129  # SIGHUP: the ssh session dropped; cleaned up like SIGTERM
 QUIT = 131  # SIGQUIT (Ctrl-backslash); cleaned up like SIGTERM
 INTERRUPTED = 130
@@ -95,7 +97,7 @@ class CheckFailed(Refused):
 
 
 #: The commands that change nothing: the only ones that work on a saved CIB (--cib-file, CIB_file).
-OFFLINE_COMMANDS = frozenset({"status", "check", "history", "metrics"})
+OFFLINE_COMMANDS = frozenset({"status", "check", "history", "metrics", "outdated"})
 
 
 #: Makes the context of a command from its environment (and the pull display of ``update``).
@@ -173,6 +175,7 @@ def live_context(env: Env, progress: Callable[[Any], None] | None = None) -> Con
         cluster=pacemaker.Pacemaker(env.runner),
         open_stores=functools.partial(_stores, env),
         open_views=functools.partial(_views, env),
+        open_registry=functools.partial(_registry, env),
         journal_dir=Path(env.journal_dir),
         scheme=env.conf.scheme,
         lease_period=env.conf.lease_period,
@@ -195,6 +198,13 @@ def _views(env: Env) -> Iterator[storeview.StoreViews]:
 
     with storeview.open_views(env.conf, local) as views:
         yield views
+
+
+def _registry(env: Env) -> Any:
+    """The registry port: skopeo, with the registries' TLS settings of the configuration."""
+    from pcmkimg.adapters import registry
+
+    return registry.Skopeo(env.conf)
 
 
 @contextmanager
@@ -249,7 +259,7 @@ cib_file_option = click.option(
     type=click.Path(dir_okay=False),
     default=None,
     help="Offline: read this saved CIB (cibadmin --query > FILE) instead of the live cluster; "
-    "status, check and metrics only (default $CIB_file).",
+    "status, check, metrics and outdated only (default $CIB_file).",
 )
 
 
@@ -565,8 +575,9 @@ def metrics(textfile: str | None, cib_file: str | None) -> None:
     Per service and node: the image behind the floating name (pcmkimg_image_info), drift,
     whether the name resolves, the replica active, the guard running, the failed operations;
     per node whether its store was read (pcmkimg_node_up); the update lease; per service the
-    last update's end time and result from this node's journal. Prints the text, or with
-    --textfile replaces DIR/pcmkimg.prom whole and prints nothing."""
+    last update's end time and result from this node's journal; per service and node whether
+    an update is available (pcmkimg_image_outdated, from the last pcmkimg outdated --record).
+    Prints the text, or with --textfile replaces DIR/pcmkimg.prom whole and prints nothing."""
     from pathlib import Path
 
     from pcmkimg.workflows import metrics
@@ -579,6 +590,81 @@ def metrics(textfile: str | None, cib_file: str | None) -> None:
         env.out({"textfile": path, "text": report.text}, [])
     elif report.path is None:
         click.echo(report.text, nl=False)
+
+
+@cli.command()
+@click.argument("services", nargs=-1, **completes(complete_service))
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1, 600),
+    default=30,
+    show_default=True,
+    help="Seconds each registry gets for all the names asked of it.",
+)
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Record the result: the node attribute pcmkimg-outdated:SERVICE on each node "
+    "(crm_mon -A), the state directory's outdated.json (read by pcmkimg metrics), and the "
+    "metrics textfile when --textfile or [metrics] textfile_dir names one.",
+)
+@click.option(
+    "--textfile",
+    type=click.Path(),
+    default=None,
+    metavar="DIR",
+    help="With --record: write DIR/pcmkimg.prom as pcmkimg metrics --textfile does "
+    "(default: [metrics] textfile_dir of the configuration, else none).",
+)
+@cib_file_option
+def outdated(
+    services: tuple[str, ...],
+    timeout: float,
+    record: bool,
+    textfile: str | None,
+    cib_file: str | None,
+) -> None:
+    """Which nodes lag behind what the registry serves now.
+
+    For each service and node: the real name behind the floating name, the digest the node
+    has, and the digest the registry serves now for that name (skopeo inspect, read-only,
+    as the node pulls: registries.conf, certificates, auth.json; each name asked once, in
+    parallel). Exit 10 when an update is available on a node, 11 when a registry could not be
+    asked or no longer serves a name (one line each on stderr), else 0."""
+    from pathlib import Path
+
+    from pcmkimg.workflows import outdated
+
+    env = _env(cib_file)
+    if textfile is not None and not record:
+        raise UsageError("--textfile goes with --record", "add --record")
+    if record and (env.cib_file or os.environ.get("CIB_file")):
+        raise UsageError(
+            "--record writes node attributes: not on a saved CIB",
+            "run it on a cluster node without --cib-file",
+        )
+    directory = Path(textfile) if textfile is not None else env.conf.textfile_dir
+    request = outdated.OutdatedRequest(services, timeout, record, directory if record else None)
+    report = outdated.run(_context(env), request)
+    if report.record_errors:  # exit 5; with --json the error document carries the report
+        if not env.json:
+            env.out(report.doc, [printable(line) for line in report.lines()])
+        for line in report.record_errors:
+            env.say(f"pcmkimg: error: {printable(line)}")
+        raise outdated.RecordFailed(
+            f"the result could not be recorded on {len(report.record_errors)} node(s)",
+            "see the lines above; check the cluster (crm_mon) and run it again",
+            report=report.doc,
+        )
+    env.out(report.doc, [printable(line) for line in report.lines()])
+    from pcmkimg.core.outdated import failed_lines
+
+    for line in failed_lines(report.doc):
+        env.say(f"pcmkimg: {printable(line)}")
+    if not report.complete:
+        sys.exit(REGISTRY_UNASKED)
+    if report.outdated:
+        sys.exit(OUTDATED)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -7,6 +7,7 @@
   ``galera-bundle`` from the containers running in the node stores. Every call is an event.
 - :class:`FakeStore`, one node's store: the primitives of the store port over a dict (names ->
   image IDs), recording calls; its rules (resolve, retag, restore, prune) are the port's own.
+- :class:`FakeRegistry`, the registry port (``outdated``): what each reference serves.
 - :func:`context`: a :class:`~pcmkimg.workflows.context.Context` of these.
 
 Nothing in pcmkimg is patched: a workflow gets the fakes through its context.
@@ -80,6 +81,8 @@ class FakeStore(StorePort):
         self.registry = {key(n): i for n, i in (registry or {}).items()}
         self.calls: list[tuple[str, str]] = []
         self.failures: dict[str, list[BaseException | None]] = {}
+        self.repo_digests: dict[str, tuple[str, ...]] = {}
+        """image ID -> its RepoDigests (``REPO@sha256:...``, what podman records on a pull)."""
 
     def fail(self, method: str, *outcomes: BaseException | None) -> None:
         """The next calls of ``method`` raise these errors in turn (None: work as usual)."""
@@ -99,7 +102,7 @@ class FakeStore(StorePort):
 
     def _info(self, image_id: str) -> images.ImageInfo:
         others = tuple(sorted(n for n, i in self.names.items() if i == image_id))
-        return images.ImageInfo(image_id, None, (), others)
+        return images.ImageInfo(image_id, None, self.repo_digests.get(image_id, ()), others)
 
     # -- the port's rules, recorded ------------------------------------------------------------
 
@@ -469,6 +472,33 @@ def _lease_text(config: cib.Element) -> str | None:
     return cib.cluster_properties(config).get(lease.PROPERTY)
 
 
+# --------------------------------------------------------------------------- the registry port
+
+
+class FakeRegistry:
+    """The registry port: what each reference serves (a digest, or a
+    :class:`~pcmkimg.core.outdated.Served` as it is), recording every ``served`` call."""
+
+    def __init__(self, serves: Mapping[str, Any] | None = None) -> None:
+        self.serves: dict[str, Any] = dict(serves or {})
+        self.calls: list[tuple[tuple[str, ...], float]] = []
+
+    def served(self, references: Sequence[str], timeout: float) -> dict[str, Any]:
+        from pcmkimg.core.outdated import Served
+
+        self.calls.append((tuple(references), timeout))
+        out = {}
+        for ref in references:
+            found = self.serves.get(ref)
+            if isinstance(found, Served):
+                out[ref] = found
+            elif found is None:
+                out[ref] = Served(ref, error="no such name (FakeRegistry)", gone=True)
+            else:
+                out[ref] = Served(ref, found)
+        return out
+
+
 # --------------------------------------------------------------------------- the context
 
 
@@ -480,9 +510,10 @@ def context(
     say: Callable[[str], None] | None = None,
     lease_period: float = lease.DEFAULT_PERIOD,
     views: Any = None,
+    registry: FakeRegistry | None = None,
 ) -> Context:
     """A context of the fakes: the cluster, the stores (by default the cluster's), the
-    journal under ``journal_dir``."""
+    journal under ``journal_dir``, the registry."""
     port = FakeStores(cluster.stores if stores is None else stores)
 
     @contextlib.contextmanager
@@ -501,6 +532,7 @@ def context(
         scheme=Config().scheme,
         lease_period=lease_period,
         say=say or (lambda _: None),
+        open_registry=lambda: registry if registry is not None else FakeRegistry(),
     )
 
 
@@ -509,6 +541,7 @@ def cli_context(
     stores: Mapping[str, FakeStore] | None = None,
     *,
     views: Any = None,
+    registry: FakeRegistry | None = None,
 ) -> Callable[..., Context]:
     """What ``pcmkimg.cli.main(argv, context=...)`` takes: the context the CLI makes of its
     options and configuration (``cli.live_context``: the journal's directory, the scheme, the
@@ -518,9 +551,15 @@ def cli_context(
         from pcmkimg import cli
 
         live = cli.live_context(env, progress)
-        fake = context(cluster, stores, journal_dir=live.journal_dir, views=views)
+        fake = context(
+            cluster, stores, journal_dir=live.journal_dir, views=views, registry=registry
+        )
         return dataclasses.replace(
-            live, cluster=fake.cluster, open_stores=fake.open_stores, open_views=fake.open_views
+            live,
+            cluster=fake.cluster,
+            open_stores=fake.open_stores,
+            open_views=fake.open_views,
+            open_registry=fake.open_registry,
         )
 
     return make

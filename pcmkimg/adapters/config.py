@@ -50,6 +50,12 @@ optional::
     [lease]
     period = 30
 
+    # Metrics: node_exporter's textfile directory (absolute path), where
+    # `pcmkimg outdated --record` (the pcmkimg-outdated timer) writes pcmkimg.prom after each
+    # check; default: none (nothing is written).
+    [metrics]
+    textfile_dir = /var/lib/prometheus/node-exporter
+
 Comments stand on lines of their own: a ``#`` after a value is part of the value. A malformed
 file raises :class:`ConfigError`, naming the file, the section and key, and the fix.
 """
@@ -85,7 +91,7 @@ LOCAL_URL = PODMAN_SOCKET
 
 DEFAULT_CONNECT_TIMEOUT = 10
 
-_SECTIONS = ("nodes", "scheme", "registries", "ssh", "lease")
+_SECTIONS = ("nodes", "scheme", "registries", "ssh", "lease", "metrics")
 _SCHEME_KEYS = ("prefix", "tag", "rollback_tag")
 _SSH_KEYS = ("known_hosts", "identity_file", "connect_timeout")
 _BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -122,6 +128,8 @@ class Config:
     lease_period: float = DEFAULT_PERIOD
     """[lease] period: seconds; the holder renews every third of it, a dead holder stops
     blocking after it."""
+    textfile_dir: Path | None = None
+    """[metrics] textfile_dir: where ``outdated --record`` writes the metrics, or None."""
     path: Path | None = None
     """The file this was read from, or None when no file was read."""
 
@@ -190,7 +198,8 @@ def parse(text: str, path: Path | None = None) -> Config:
     except configparser.Error as err:
         raise ConfigError(
             f"malformed configuration file {where}: {' '.join(str(err).split())}",
-            fix="write INI sections [nodes], [scheme], [registries], [ssh] with 'key = value' "
+            fix="write INI sections [nodes], [scheme], [registries], [ssh], [lease], [metrics] "
+            "with 'key = value' "
             "lines (see the pcmkimg.adapters.config documentation)",
         ) from err
     unknown = [s for s in parser.sections() if s not in _SECTIONS]
@@ -206,6 +215,7 @@ def parse(text: str, path: Path | None = None) -> Config:
         registries=_frozen(_registries(section["registries"], where)),
         ssh=_ssh(section["ssh"], where),
         lease_period=_lease_period(section["lease"], where),
+        textfile_dir=_textfile_dir(section["metrics"], where),
         path=path,
     )
 
@@ -292,6 +302,18 @@ def _lease_period(items: dict[str, str], where: str) -> float:
             f"{where}: [lease] period = {text!r} is not {MIN_PERIOD:g} to {MAX_PERIOD:g} seconds",
             fix="write a number of seconds, e.g. period = 30",
         ) from None
+
+
+def _textfile_dir(items: dict[str, str], where: str) -> Path | None:
+    _unknown_keys(items, ("textfile_dir",), "metrics", where)
+    value = items.get("textfile_dir", "").strip()
+    if value and not os.path.isabs(value):
+        raise ConfigError(
+            f"{where}: [metrics] textfile_dir = {value!r} is not an absolute path",
+            fix="give node_exporter's --collector.textfile.directory, e.g. "
+            "textfile_dir = /var/lib/prometheus/node-exporter",
+        )
+    return Path(value) if value else None
 
 
 def _ssh(items: dict[str, str], where: str) -> SshSettings:

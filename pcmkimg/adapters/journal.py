@@ -116,19 +116,20 @@ def open_journal(directory: Path = DEFAULT_DIR, run: str | None = None) -> Journ
     return Journal(directory / FILE, run)
 
 
-def _read(directory: Path) -> bytes | None:
-    """The journal's bytes, None when there is none; the directory checked, no link followed."""
+def _read(directory: Path, name: str = FILE) -> bytes | None:
+    """The journal's bytes (or another file's of the directory), None when there is none; the
+    directory checked, no link followed."""
     try:
         dir_fd = _open_dir(directory)
     except FileNotFoundError:
         return None
     try:
-        fd = os.open(FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
         return None
     except PermissionError as exc:
         raise UnsafeStateDir(
-            f"cannot read the journal {directory / FILE}: {exc.strerror}", "run pcmkimg as root"
+            f"cannot read {directory / name}: {exc.strerror}", "run pcmkimg as root"
         ) from exc
     finally:
         os.close(dir_fd)
@@ -158,3 +159,44 @@ def history(directory: Path = DEFAULT_DIR, service: str | None = None) -> Iterat
     for entry in entries:
         if service is None or entry.get("service") == service or entry.get("run") in runs:
             yield entry
+
+
+def write_state(directory: Path, name: str, doc: dict) -> Path:  # type: ignore[type-arg]
+    """Replace ``directory/name`` with the JSON ``doc``, whole (a temporary file, mode 0600,
+    flushed, then renamed over it), in the checked state directory; the path."""
+    ensure_dir(directory)
+    data = (json.dumps(doc, sort_keys=True) + "\n").encode()
+    dir_fd = _open_dir(directory)
+    tmp = f".{name}.{os.getpid()}.tmp"
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+        try:
+            os.fchmod(fd, 0o600)
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(dir_fd)
+    return directory / name
+
+
+def read_state(directory: Path, name: str) -> dict | None:  # type: ignore[type-arg]
+    """The JSON object :func:`write_state` left in ``directory/name``; None when there is
+    none or it is not a JSON object."""
+    raw = _read(directory, name)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw.decode("utf-8", errors="replace"))
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None

@@ -187,9 +187,11 @@ def families(
     *,
     lease_held: bool,
     updates: Mapping[str, LastUpdate] = {},  # noqa: B006 - read only
+    outdated: Mapping[str, Any] | None = None,
 ) -> list[Family]:
-    """The metric families of a ``status`` document (``pcmkimg-status/1``), the update lease
-    and the last updates (only those of the document's services)."""
+    """The metric families of a ``status`` document (``pcmkimg-status/1``), the update lease,
+    the last updates and the last recorded ``outdated`` check (``pcmkimg-outdated/1`` with its
+    ``checked_at``; only the document's services, in both)."""
 
     def fam(name: str, text: str) -> Family:
         return Family(PREFIX + name, text)
@@ -253,6 +255,21 @@ def families(
         "rolled-back, rollback-failed, unfinished).",
     )
 
+    image_outdated = fam(
+        "image_outdated",
+        "1 when the registry now serves another image under the name the node runs "
+        "behind the floating name (an update is available), 0 when it serves the node's; "
+        "absent when unknown (from the last pcmkimg outdated --record).",
+    )
+    checked = fam(
+        "outdated_check_timestamp_seconds",
+        "When the last pcmkimg outdated --record ran, in unix seconds.",
+    )
+    complete = fam(
+        "outdated_check_complete",
+        "1 when every registry answered the last pcmkimg outdated --record, else 0.",
+    )
+
     unread: dict[str, bool] = {}
     services: list[str] = []
     for s in doc.get("services", ()):
@@ -294,6 +311,20 @@ def families(
             ended.add(last.end, service=service)
         for r in RESULTS:
             result.add(1 if r == last.result else 0, service=service, result=r)
+    if outdated is not None:
+        known = {(s["service"], s["bundle"]) for s in doc.get("services", ())}
+        for s in outdated.get("services", ()):
+            if (s.get("service"), s.get("bundle")) not in known:
+                continue
+            for n in s.get("nodes", ()):
+                state = n.get("state")
+                if state in ("current", "outdated"):
+                    where = {"service": s["service"], "bundle": s["bundle"], "node": n["node"]}
+                    image_outdated.add(state == "outdated", **where)
+        at = outdated.get("checked_at")
+        if isinstance(at, (int, float)) and not isinstance(at, bool):
+            checked.add(at)
+        complete.add(bool(outdated.get("complete")))
     return [
         up,
         lease,
@@ -307,6 +338,9 @@ def families(
         failed,
         ended,
         result,
+        image_outdated,
+        checked,
+        complete,
     ]
 
 
@@ -315,6 +349,7 @@ def text(
     *,
     lease_held: bool,
     updates: Mapping[str, LastUpdate] = {},  # noqa: B006
+    outdated: Mapping[str, Any] | None = None,
 ) -> str:
     """:func:`render` of :func:`families`."""
-    return render(families(doc, lease_held=lease_held, updates=updates))
+    return render(families(doc, lease_held=lease_held, updates=updates, outdated=outdated))

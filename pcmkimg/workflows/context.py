@@ -8,6 +8,8 @@ Every command is ``run(ctx, request) -> report`` in its workflow module. The con
 - the **stores port**: the nodes' image stores, opened when a command first needs them
   (:attr:`Context.open_stores`: podman-py, for the commands that change a store;
   :attr:`Context.open_views`: read-only views on the standard library, for status and check);
+- the **registry port** (:class:`RegistryPort`, ``outdated`` only): what digest a registry
+  serves now, over skopeo (:attr:`Context.open_registry`);
 - the journal's directory, ``say`` (progress for a person), and the settings (the naming
   scheme, the lease period).
 
@@ -89,12 +91,23 @@ class StoresPort(Protocol):
     def each(self, nodes: Sequence[str], work: Callable[[Any], object]) -> dict[str, Any]: ...
 
 
+class RegistryPort(Protocol):
+    """What registries serve now (see :class:`pcmkimg.adapters.registry.Skopeo`): each
+    reference asked once, in parallel, a deadline per registry; a failure is an answer."""
+
+    def served(self, references: Sequence[str], timeout: float) -> dict[str, Any]: ...
+
+
 def _quiet(_: str) -> None:
     pass
 
 
 def _none() -> contextlib.AbstractContextManager[Any]:
     raise AssertionError("this context has no stores")
+
+
+def _no_registry() -> RegistryPort:
+    raise AssertionError("this context has no registry port")
 
 
 @dataclass
@@ -112,6 +125,8 @@ class Context:
     say: plan.Say = _quiet
     progress: Callable[[Any], None] | None = None
     """Shows the pulls (pcmkimg.progress.PullDisplay); None: cached/retry/done lines via say."""
+    open_registry: Callable[[], RegistryPort] = _no_registry
+    """The registry port (``outdated``), made on first use."""
 
     def journal(self) -> Journal:
         """The update journal, a new run id (opened, its directory checked, on first use)."""

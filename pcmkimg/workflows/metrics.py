@@ -1,10 +1,10 @@
 """``pcmkimg metrics [--textfile DIR]``: the state in Prometheus' text format.
 
 The state is ``status``'s, read the same way (:func:`pcmkimg.workflows.status.gather`: one
-read of the cluster, the nodes' stores through read-only views), plus the update lease and the
-journal's last update per service; :mod:`pcmkimg.core.metrics` renders it. With ``textfile``
-the text replaces ``DIR/pcmkimg.prom`` atomically (node_exporter's textfile collector), else the
-caller prints it.
+read of the cluster, the nodes' stores through read-only views), plus the update lease, the
+journal's last update per service and the last recorded ``outdated`` check;
+:mod:`pcmkimg.core.metrics` renders it. With ``textfile`` the text replaces
+``DIR/pcmkimg.prom`` atomically (node_exporter's textfile collector), else the caller prints it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcmkimg.adapters import journal, textfile
-from pcmkimg.core import lease, plan
+from pcmkimg.core import lease, outdated, plan
 from pcmkimg.core import metrics as M
 from pcmkimg.workflows import status
 from pcmkimg.workflows.context import Context
@@ -42,6 +42,19 @@ def _lease_held(cluster: plan.Cluster) -> bool:
         return True
 
 
+def exposition(ctx: Context, gathered: status.Gathered) -> str:
+    """The text of what ``status`` gathered, the lease, this node's journal and the last
+    recorded ``outdated`` check."""
+    updates = M.last_updates(journal.history(ctx.journal_dir))
+    recorded = journal.read_state(ctx.journal_dir, outdated.RECORD_FILE)
+    return M.text(
+        status.rows(gathered),
+        lease_held=_lease_held(gathered.cluster),
+        updates=updates,
+        outdated=recorded,
+    )
+
+
 def run(ctx: Context, req: MetricsRequest) -> MetricsReport:
     """Read as ``status`` does, render, and write the textfile when asked."""
     if req.textfile is not None:
@@ -50,8 +63,7 @@ def run(ctx: Context, req: MetricsRequest) -> MetricsReport:
     found = status.floating_bundles(cluster, ctx.scheme)
     with ctx.open_views() as views:
         gathered = status.gather(cluster, views, found)
-    updates = M.last_updates(journal.history(ctx.journal_dir))
-    text = M.text(status.rows(gathered), lease_held=_lease_held(cluster), updates=updates)
+    text = exposition(ctx, gathered)
     if req.textfile is None:
         return MetricsReport(text)
     return MetricsReport(text, textfile.write_atomic(req.textfile, M.FILE_NAME, text))

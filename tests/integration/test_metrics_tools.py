@@ -7,10 +7,15 @@ live test, from ``pcmkimg metrics --textfile`` run on a node of the sandbox clus
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +26,7 @@ import pytest
 
 from pcmkimg.adapters import journal
 from pcmkimg.core import metrics as M
+from pcmkimg.core.cib.xml import parse_crm_mon
 from pcmkimg.core.errors import StoreError
 from pcmkimg.workflows import metrics
 from tests import fakes
@@ -154,6 +160,25 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     jr = journal.open_journal(base / "journal", run="r1")
     jr.record("start", service="mariadb", bundle=fakes.BUNDLE_ID, target=REAL_NEW, nodes=[])
     jr.record("done", service="mariadb", summary="")
+    # an outdated check recorded: controller-0 behind, controller-1 current
+    journal.write_state(
+        base / "journal",
+        "outdated.json",
+        {
+            "complete": True,
+            "checked_at": 1_700_000_000,
+            "services": [
+                {
+                    "service": "mariadb",
+                    "bundle": fakes.BUNDLE_ID,
+                    "nodes": [
+                        {"node": "controller-0", "state": "outdated"},
+                        {"node": "controller-1", "state": "current"},
+                    ],
+                }
+            ],
+        },
+    )
     out = base / "textfile"
     out.mkdir()
     ctx = fakes.context(cl, journal_dir=base / "journal")
@@ -212,6 +237,9 @@ def test_node_exporter_serves_the_textfile_with_its_labels(made: tuple[Path, str
     assert value(found, "pcmkimg_last_update_result", service="mariadb", result="ok") == 1
     assert value(found, "pcmkimg_last_update_result", service="mariadb", result="failed") == 0
     assert value(found, "pcmkimg_last_update_end_timestamp_seconds", service="mariadb") > 1e9
+    assert value(found, "pcmkimg_image_outdated", **at, node="controller-0") == 1
+    assert value(found, "pcmkimg_image_outdated", **at, node="controller-1") == 0
+    assert value(found, "pcmkimg_outdated_check_complete") == 1
 
 
 def test_escaped_label_values_survive_promtool_and_node_exporter(tmp_path: Path) -> None:
@@ -289,3 +317,191 @@ def test_pcmkimg_metrics_on_a_node_scraped_by_node_exporter(guarded, tmp_path: P
     assert value(found, "pcmkimg_last_update_result", service=SERVICE, result="ok") == 1
     svc = {"service": SERVICE, "bundle": BUNDLE, "floating": FLOATING, "guard": "wired"}
     assert value(found, "pcmkimg_service_info", **svc) == 1
+
+
+# --------------------------------------------------------------------------- live: outdated
+#
+# The same bundle, against the sandbox's real registry and real skopeo (run by pcmkimg on the
+# node, through the node's registries.conf): a name of its own (outdated/svc:1.0, a copy of
+# ns1/svc:1.0, so that no other test's image moves), then a manifest list pushed under it.
+
+
+def _skopeo(*args: str) -> bytes:
+    return subprocess.run(
+        ["skopeo", *args], capture_output=True, check=True, timeout=120, stdin=subprocess.DEVNULL
+    ).stdout
+
+
+def _outdated(cl, *args: str):  # type: ignore[no-untyped-def]
+    proc = cl.pcmkimg("controller-0", "--json", "outdated", *args, SERVICE, check=False)
+    doc = json.loads(proc.stdout)
+    return proc, doc
+
+
+def _checks(doc: dict, ref: str) -> dict[str, dict]:
+    """node -> its check of ``ref``."""
+    (svc,) = doc["services"]
+    return {n["node"]: next(c for c in n["checks"] if c["reference"] == ref) for n in svc["nodes"]}
+
+
+@contextlib.contextmanager
+def registry_stopped(sb) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """The sandbox's registry stopped (its pid), then started again on its port and storage."""
+    from tests.sandbox import registry as sandbox_registry
+    from tests.sandbox.proc import tcp_open
+    from tests.sandbox.state import load
+
+    state = load(sb.name)
+    assert state is not None
+    port = int(state.info["registry_port"])
+    os.kill(int(state.info["registry_pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while tcp_open(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert not tcp_open(port)
+        yield
+    finally:
+        sandbox_registry.start(state, port)
+
+
+def test_outdated_against_the_real_registry_recorded_for_crm_mon_and_promtool(  # type: ignore[no-untyped-def]
+    guarded, tmp_path: Path
+) -> None:
+    need_tools(PROMTOOL)
+    sb = guarded
+    cl = sb.cluster
+    ref = sb.ref("outdated/svc:1.0")
+    old_id = sb.images["ns1/svc:1.0"].removeprefix("sha256:")
+    insecure = ("--src-tls-verify=false", "--dest-tls-verify=false")
+    _skopeo("copy", "-q", *insecure, f"docker://{sb.ref('ns1/svc:1.0')}", f"docker://{ref}")
+    cl.seed(ref)  # every node: the image behind the floating name gets the name and its digest
+    old_digest = (
+        "sha256:"
+        + hashlib.sha256(
+            _skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{ref}")
+        ).hexdigest()
+    )
+    try:
+        proc, doc = _outdated(cl)
+        assert proc.returncode == 0, proc.stderr
+        assert {c["state"] for c in _checks(doc, ref).values()} == {"current"}
+        assert {tuple(c["node_digests"]) for c in _checks(doc, ref).values()} == {(old_digest,)}
+
+        # A new image under the same tag: a manifest list (podman manifest push --all).
+        short = Path(tempfile.mkdtemp(prefix="ol", dir="/tmp"))  # podman: runroot < 50 chars
+        store = ["podman", "--root", str(short / "s"), "--runroot", str(short / "r")]
+
+        def run(argv: list[str]) -> None:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, (argv, done.stderr)
+
+        run([*store, "manifest", "create", "localhost/outdated-list:1"])
+        run(
+            [
+                *store,
+                "manifest",
+                "add",
+                "--tls-verify=false",
+                "localhost/outdated-list:1",
+                f"docker://{sb.ref('ns2/svc:1.1')}",
+            ]
+        )
+        run(
+            [
+                *store,
+                "manifest",
+                "push",
+                "--all",
+                "--tls-verify=false",
+                "localhost/outdated-list:1",
+                f"docker://{ref}",
+            ]
+        )
+        subprocess.run([*store, "system", "reset", "--force"], capture_output=True, timeout=60)
+        shutil.rmtree(short, ignore_errors=True)
+        raw = _skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{ref}")
+        assert b'"manifests"' in raw
+        new_digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+
+        proc, doc = _outdated(cl)
+        assert proc.returncode == 10, proc.stdout + proc.stderr
+        checks = _checks(doc, ref)
+        assert {c["state"] for c in checks.values()} == {"outdated"}
+        assert {c["registry_digest"] for c in checks.values()} == {new_digest}
+        assert doc["services"][0]["outdated"] == list(cl.names)
+        (asked,) = [r for r in doc["references"] if r["reference"] == ref]  # once
+        assert asked["digest"] == new_digest
+
+        # controller-2 pulls the list and its floating name moves onto it (no restart):
+        # podman records the list's digest there, on podman 4.3 and 5.4 alike.
+        cl.seed(ref, FLOATING, nodes=["controller-2"])
+        out = tmp_path / "textfile"
+        out.mkdir()
+        jdir = tmp_path / "state"
+        proc = cl.pcmkimg(
+            "controller-0",
+            "--json",
+            "--journal-dir",
+            str(jdir),
+            "outdated",
+            "--record",
+            "--textfile",
+            str(out),
+            SERVICE,
+            check=False,
+        )
+        assert proc.returncode == 10, proc.stdout + proc.stderr
+        doc = json.loads(proc.stdout)
+        states = {n["node"]: n["state"] for n in doc["services"][0]["nodes"]}
+        assert states == {
+            "controller-0": "outdated",
+            "controller-1": "outdated",
+            "controller-2": "current",
+        }
+        assert new_digest in _checks(doc, ref)["controller-2"]["node_digests"]
+        # crm_mon -A: the attribute per node, as the cluster shows it
+        mon = cl.run("controller-1", ["crm_mon", "-1", "-A", "--output-as=xml"], timeout=60)
+        tree = parse_crm_mon(mon.stdout.encode())
+        shown = {
+            node.get("name"): attr.get("value")
+            for node in tree.iterfind("node_attributes/node")
+            for attr in node.iterfind("attribute")
+            if attr.get("name") == f"pcmkimg-outdated:{SERVICE}"
+        }
+        assert shown == states
+        text = (out / M.FILE_NAME).read_text()
+        checked = promtool_check(text)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        found = parse(text)
+        at = {"service": SERVICE, "bundle": BUNDLE}
+        assert value(found, "pcmkimg_image_outdated", **at, node="controller-0") == 1
+        assert value(found, "pcmkimg_image_outdated", **at, node="controller-2") == 0
+        assert value(found, "pcmkimg_outdated_check_complete") == 1
+
+        # The registry stopped: exit 11, one line per name, no traceback; recorded as unknown.
+        with registry_stopped(sb):
+            proc = cl.pcmkimg(
+                "controller-0",
+                "--journal-dir",
+                str(jdir),
+                "outdated",
+                "--record",
+                "--timeout",
+                "10",
+                SERVICE,
+                check=False,
+            )
+        assert proc.returncode == 11, proc.stdout + proc.stderr
+        lines = proc.stderr.splitlines()
+        assert f"pcmkimg: {ref}: the registry {sb.registry} could not be asked: " in "\n".join(
+            lines
+        ), proc.stderr
+        assert all(line.startswith("pcmkimg: ") for line in lines), proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr
+        recorded = json.loads((jdir / "outdated.json").read_text())
+        assert recorded["complete"] is False
+    finally:  # the floating names back on the old image; the test's name gone everywhere
+        cl.podman("controller-2", "tag", old_id, FLOATING)
+        for node in cl.names:  # on controller-2 the name went to the list's image with its pull
+            cl.podman(node, "rmi", ref, check=False)

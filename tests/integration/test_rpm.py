@@ -185,7 +185,7 @@ def test_modules_are_precompiled_with_checked_hashes(files, sitelib, payload):
 
 def test_requires(rpm_file):
     requires = {line.split()[0] for line in query(rpm_file, "--requires")}
-    wanted = {"python3-lxml", "python3-click", "python3-podman", "pacemaker", "podman"}
+    wanted = {"python3-lxml", "python3-click", "python3-podman", "pacemaker", "podman", "skopeo"}
     assert wanted <= requires, wanted - requires
     # The supported versions (README): Pacemaker 2.1 and 3.0, podman 4 and 5, Python 3.9+.
     bounds = {"pacemaker >= 2.1", "podman >= 4.0", "python3 >= 3.9"}
@@ -264,7 +264,14 @@ def test_versions_agree(rpm_file, payload, sitelib):
 
 def test_man_pages_completion_and_licence_are_packaged(files, payload):
     pages = {Path(p).name for p in files if p.startswith(f"{MAN8}/")}
-    for page in ("pcmkimg.8", "pcmkimg-update.8", "pcmkimg-rollback.8", "pcmkimg-guard-add.8"):
+    for page in (
+        "pcmkimg.8",
+        "pcmkimg-update.8",
+        "pcmkimg-rollback.8",
+        "pcmkimg-guard-add.8",
+        "pcmkimg-outdated.8",
+        "pcmkimg-metrics.8",
+    ):
         assert any(p.startswith(page) for p in pages), (page, pages)
     assert [p for p in files if p.startswith("/usr/share/man/man7/ocf_pcmkimg_floating-image.7")]
     assert files[COMPLETION][:3] == ("-rw-r--r--", "root", "root")
@@ -300,6 +307,34 @@ def test_post_enables_podman_socket_only_on_first_install_with_systemd(rpm_file,
     booted.mkdir()
     assert post("1") == ["enable --now podman.socket"]
     assert post("2") == [], "an upgrade leaves the operator's choice alone"
+
+
+UNITS = "/usr/lib/systemd/system"
+
+
+def test_the_outdated_timer_and_service_are_packaged_disabled(rpm_file, files, payload, tmp_path):
+    """The units as in packaging/systemd/, 0644 root; nothing enables the timer (disabled by
+    default); erasing the package disables it where systemd runs (%preun, $1 = 0)."""
+    for name in ("pcmkimg-outdated.service", "pcmkimg-outdated.timer"):
+        path = f"{UNITS}/{name}"
+        assert files[path][:3] == ("-rw-r--r--", "root", "root"), files.get(path)
+        shipped = (payload / path.lstrip("/")).read_text()
+        assert shipped == (REPO / "packaging" / "systemd" / name).read_text()
+    postin = "\n".join(query(rpm_file, "--qf", "%{POSTIN}"))
+    assert "pcmkimg-outdated" not in postin  # never enabled by the package
+    preun = "\n".join(query(rpm_file, "--qf", "%{PREUN}"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    (bin_dir / "systemctl").chmod(0o755)
+    booted = tmp_path / "run-systemd-system"
+    booted.mkdir()
+    for arg, wanted in (("1", []), ("0", ["disable --now pcmkimg-outdated.timer"])):
+        calls.write_text("")
+        text = preun.replace("/run/systemd/system", str(booted))
+        run(["sh", "-c", text, "preun", arg], env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+        assert calls.read_text().splitlines() == wanted, arg
 
 
 @pytest.fixture(scope="module")

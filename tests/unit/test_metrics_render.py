@@ -213,9 +213,42 @@ def test_an_unread_node_has_node_up_0_and_nothing_else() -> None:
     assert got[("pcmkimg_update_lease_held", frozenset())] == "0"
 
 
+OUTDATED = {
+    "complete": True,
+    "checked_at": 1_700_000_100.5,
+    "services": [
+        {
+            "service": "svc",
+            "bundle": "svc-bundle",
+            "nodes": [
+                {"node": "n1", "state": "outdated"},
+                {"node": "n2", "state": "current"},
+                {"node": "n3", "state": "unknown"},
+            ],
+        },
+        {"service": "gone", "bundle": "gone-bundle", "nodes": [{"node": "n1", "state": "current"}]},
+    ],
+}
+
+
+def test_the_recorded_outdated_check() -> None:
+    got = samples(M.text(DOC, lease_held=False, outdated=OUTDATED))
+    assert got[("pcmkimg_image_outdated", _at("n1"))] == "1"
+    assert got[("pcmkimg_image_outdated", _at("n2"))] == "0"
+    # unknown: no sample; a service no longer behind a floating name: none either
+    assert [k for k in got if k[0] == "pcmkimg_image_outdated"] == [
+        ("pcmkimg_image_outdated", _at("n1")),
+        ("pcmkimg_image_outdated", _at("n2")),
+    ]
+    assert got[("pcmkimg_outdated_check_timestamp_seconds", frozenset())] == "1700000100.5"
+    assert got[("pcmkimg_outdated_check_complete", frozenset())] == "1"
+    # no check recorded: no sample, no HELP
+    assert "outdated" not in M.text(DOC, lease_held=False)
+
+
 def test_every_family_has_help_and_type_and_follows_the_naming_conventions() -> None:
     updates = {"svc": M.LastUpdate("svc", 1_700_000_000.0, "ok")}
-    fams = M.families(DOC, lease_held=False, updates=updates)
+    fams = M.families(DOC, lease_held=False, updates=updates, outdated=OUTDATED)
     text = M.render(fams)
     for fam in fams:
         assert fam.name.startswith("pcmkimg_") and fam.type == "gauge"
