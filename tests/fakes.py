@@ -295,6 +295,10 @@ class FakeCluster:
         self.after_update: Callable[[FakeCluster], None] | None = None
         """Called once a CIB change landed, as its writer gets the answer (e.g. to interrupt
         it right then)."""
+        self.busy_answers: list[bool] = []
+        """What :meth:`busy` answers, one per call (the last one again once only it is left);
+        empty: False. Each call is counted in :attr:`busy_looks`."""
+        self.busy_looks = 0
         self._lock = threading.RLock()  # one compare-and-swap at a time (the lease's thread)
 
     def kinds(self, *wanted: str) -> list[tuple[str, ...]]:
@@ -418,6 +422,15 @@ class FakeCluster:
     def settle(self, timeout: float) -> float:
         self.wait(timeout)
         return 0.0
+
+    def busy(self) -> bool:
+        with self._lock:
+            self.busy_looks += 1
+            if not self.busy_answers:
+                return False
+            if len(self.busy_answers) > 1:
+                return self.busy_answers.pop(0)
+            return self.busy_answers[0]
 
     def set_node_attribute(self, node: str, name: str, value: str) -> None:
         self.events.append(("attribute", node, name, value))

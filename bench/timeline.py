@@ -1,0 +1,152 @@
+"""Line up one ``pcmkimg update`` run's trace (``PCMKIMG_TRACE=1``) against the DC's own record
+(``/var/log/pacemaker/pacemaker.log`` of the DC node): what each CIB write of ours made the DC
+do, and when.
+
+Pure: :func:`trace_events` and :func:`dc_events` parse the two texts into :class:`Event` s on
+one clock (UTC seconds), :func:`stalls` finds the DC's controller silent for a second after a
+configuration change, :func:`summary` reduces one run to the figures ``python -m bench.restarts``
+prints. The sandbox's nodes log in UTC, as the host.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+
+@dataclass(frozen=True)
+class Event:
+    when: float  # UTC seconds
+    source: str  # "pcmkimg" or the daemon, e.g. "pacemaker-controld"
+    text: str
+    thread: str = ""
+
+
+_TRACE = re.compile(r"^pcmkimg-trace (\S+) mono=\S+ (\S+) (.*)$")
+# Dec 02 01:53:05.268 controller-2 pacemaker-controld  [32003] (fn) 	info: text
+_LOG = re.compile(
+    r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d\.\d{3}) \S+ (pacemaker-\w+)\s*\[\s*\d+\] "
+    r"\((\w+)\)\s+\w+: (.*)$"
+)
+
+
+def trace_events(text: str) -> list[Event]:
+    """The trace lines of ``text`` (a run's stderr); each ends when its call ended."""
+    found = []
+    for line in text.splitlines():
+        m = _TRACE.match(line.strip())
+        if m:
+            stamp, thread, what = m.groups()
+            when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+            found.append(Event(when.timestamp(), "pcmkimg", what, thread))
+    return found
+
+
+def dc_events(text: str, year: int) -> list[Event]:
+    """The lines of a Pacemaker log (its stamps carry no year: ``year``)."""
+    found = []
+    for line in text.splitlines():
+        m = _LOG.match(line)
+        if m:
+            stamp, daemon, function, what = m.groups()
+            when = datetime.strptime(f"{year} {stamp}", "%Y %b %d %H:%M:%S.%f")
+            found.append(
+                Event(when.replace(tzinfo=timezone.utc).timestamp(), daemon, f"({function}) {what}")
+            )
+    return found
+
+
+def within(events: Iterable[Event], start: float, end: float) -> list[Event]:
+    return [e for e in events if start <= e.when <= end]
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The DC's controller silent for ``seconds`` after the change that ``cause`` names."""
+
+    when: float
+    seconds: float
+    cause: str
+
+
+#: What the controller logs when it reads its options again (Pacemaker 2.1: the validation of
+#: stonith-watchdog-timeout in config_query_callback), after a change of crm_config.
+OPTIONS_READ = "(stonith__watchdog_fencing_enabled_for_node_api)"
+
+
+def stalls(events: Sequence[Event], at_least: float = 0.8) -> list[Stall]:
+    """The seconds the DC's controller sat on a scheduler run it had to make: ``at_least``
+    seconds or more of silence after ``S_IDLE -> S_POLICY_ENGINE``, or ending in the read of
+    its options (a wait for an in-flight action is not one: the controller has nothing to
+    do then)."""
+    ctl = [e for e in events if e.source == "pacemaker-controld"]
+    found = []
+    for here, after in zip(ctl, ctl[1:]):
+        gap = after.when - here.when
+        waiting = "S_IDLE -> S_POLICY_ENGINE" in here.text or (
+            OPTIONS_READ in after.text and "abort_transition_graph" in here.text
+        )
+        if waiting and gap >= at_least:
+            found.append(Stall(here.when, round(gap, 3), _cause(ctl, here)))
+    return found
+
+
+def _cause(ctl: Sequence[Event], at: Event) -> str:
+    """The last abort's reason at or before ``at``."""
+    for e in reversed([c for c in ctl if c.when <= at.when]):
+        if "abort_transition_graph" in e.text:
+            m = re.search(r"aborted by (.*?): ", e.text)
+            return m.group(1) if m else e.text[:120]
+    return "?"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One update run: when each of our writes landed (seconds from the lease's take) and
+    what stalled the DC's controller meanwhile."""
+
+    restart_seconds: float
+    marks: dict[str, float]
+    renewals: list[float]
+    stalls: list[Stall]
+
+    def slow_causes(self) -> list[str]:
+        return [s.cause for s in self.stalls]
+
+
+def _first(events: Sequence[Event], needle: str, thread: str | None = None) -> float | None:
+    for e in events:
+        if needle in e.text and (thread is None or e.thread == thread):
+            return e.when
+    return None
+
+
+def summary(trace: Sequence[Event], dc: Sequence[Event], restart_seconds: float) -> RunSummary:
+    """The marks of one run (from the lease's take): the holds placed, the unban, the
+    release, done; the lease's renewals (its own thread) and the DC's stalls in between."""
+    take = _first(trace, "cibadmin --patch", "MainThread")
+    if take is None:
+        raise ValueError("no lease taken in this trace")
+    marks = {}
+    for key, needle in (
+        ("holds placed", "cibadmin --modify --scope configuration"),
+        ("stopped (unban)", "stopping -> starting"),
+        ("active (release)", "starting -> settling"),
+        ("done", "settled -> done"),
+    ):
+        when = _first(trace, needle)
+        if when is not None:
+            marks[key] = round(when - take, 3)
+    renewals = [
+        round(e.when - take, 3)
+        for e in trace
+        if e.thread == "pcmkimg-lease" and "cibadmin --patch" in e.text
+    ]
+    end = trace[-1].when
+    found = [
+        Stall(round(s.when - take, 3), s.seconds, s.cause)
+        for s in stalls(within(dc, take - 0.5, end + 2))
+    ]
+    return RunSummary(restart_seconds, marks, renewals, found)
