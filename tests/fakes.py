@@ -299,6 +299,8 @@ class FakeCluster:
         """What :meth:`busy` answers, one per call (the last one again once only it is left);
         empty: False. Each call is counted in :attr:`busy_looks`."""
         self.busy_looks = 0
+        self.cib_queries = 0
+        """How many times :meth:`query_cib` was asked."""
         self._lock = threading.RLock()  # one compare-and-swap at a time (the lease's thread)
 
     def kinds(self, *wanted: str) -> list[tuple[str, ...]]:
@@ -310,6 +312,7 @@ class FakeCluster:
     # -- reading -------------------------------------------------------------------------------
 
     def query_cib(self) -> cib.Element:
+        self.cib_queries += 1
         return self.config
 
     def read_cluster(self) -> plan.Cluster:

@@ -228,6 +228,10 @@ class Keeper:
                 self._quiet -= 1
             self._wake.set()
 
+    @property
+    def quieted(self) -> bool:
+        return self._quiet > 0
+
     def _busy(self) -> bool:
         try:
             return self.cluster.busy()
@@ -328,6 +332,11 @@ class Holding:
     def quiet(self) -> contextlib.AbstractContextManager[None]:
         """Around a restart: see :meth:`Keeper.quiet`."""
         return self._keeper.quiet()
+
+    @property
+    def quieted(self) -> bool:
+        """Whether a :meth:`quiet` block runs now."""
+        return self._keeper.quieted
 
 
 @contextlib.contextmanager
