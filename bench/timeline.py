@@ -150,3 +150,27 @@ def summary(trace: Sequence[Event], dc: Sequence[Event], restart_seconds: float)
         for s in stalls(within(dc, take - 0.5, end + 2))
     ]
     return RunSummary(restart_seconds, marks, renewals, found)
+
+
+def replica_downtime(events: Sequence[Event], container: str, since: float) -> float | None:
+    """The DC's record of a restart of ``container`` after ``since``: from its ``Initiating
+    stop operation`` to the confirmation of the start after it (None: not both found)."""
+    stopped = next(
+        (
+            e.when
+            for e in sorted(events, key=lambda e: e.when)
+            if e.when >= since and f"Initiating stop operation {container}_stop_0" in e.text
+        ),
+        None,
+    )
+    if stopped is None:
+        return None
+    started = next(
+        (
+            e.when
+            for e in sorted(events, key=lambda e: e.when)
+            if e.when >= stopped and f"({container}_start_0 " in e.text and "confirmed" in e.text
+        ),
+        None,
+    )
+    return None if started is None else round(started - stopped, 3)
