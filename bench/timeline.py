@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -174,3 +175,104 @@ def replica_downtime(events: Sequence[Event], container: str, since: float) -> f
         None,
     )
     return None if started is None else round(started - stopped, 3)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _run_once(cl: object, ref: str, node: str) -> tuple[float, str, float]:
+    """One traced ``update --node``: (wall seconds, its stderr, its restart step)."""
+    import json
+    import sys
+    import time
+
+    env = {
+        "PCMKIMG_CONF": str(cl.conf),  # type: ignore[attr-defined]
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "PCMKIMG_TRACE": "1",
+    }
+    argv = [sys.executable, "-m", "pcmkimg", "--json", "update", "bench", "--image", ref]
+    start = time.perf_counter()
+    out = cl.run(node, [*argv, "--node", node], env=env, check=False)  # type: ignore[attr-defined]
+    wall = time.perf_counter() - start
+    if out.returncode != 0:
+        raise RuntimeError(f"update --node exit {out.returncode}: {out.stderr[-500:]}")
+    (res,) = json.loads(out.stdout)["report"]["nodes"]
+    if not res["restarted"]:
+        raise RuntimeError(f"update --node restarted nothing ({res['result']}): run it again")
+    return wall, out.stderr, float(res["restart_seconds"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.timeline [--name SANDBOX] [--runs N]``: N traced ``update --node``
+    runs of the bench bundle on a sandbox that is up (``python -m tests.sandbox up``; the
+    bundle is set up when missing), each lined up against the DC's log: when the holds were
+    placed, when the DC started the stop, the lease's renewals and the DC's stalls (seconds
+    from the lease's take)."""
+    import argparse
+    import statistics
+    import time
+
+    from bench.__main__ import BUNDLE, FLOATING, NODE, setup
+    from tests.sandbox.cluster import from_state, wait_idle
+    from tests.sandbox.state import load
+
+    parser = argparse.ArgumentParser(prog="python -m bench.timeline", description=main.__doc__)
+    parser.add_argument("--name", default="sb")
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args(argv)
+    state = load(args.name)
+    if state is None:
+        parser.error(f"no sandbox {args.name} (python -m tests.sandbox --name {args.name} up)")
+    cl = from_state(state)
+    registry = f"127.0.0.1:{cl.registry_port}"
+    if not any(r.active for r in cl.replicas(BUNDLE)):
+        setup(cl, registry)
+    refs = [f"{registry}/ns1/svc:1.1", f"{registry}/ns1/svc:1.0"]
+    for ref in refs:
+        cl.podman(NODE, "pull", "-q", ref)
+    # The first run moves the replica off the image it runs now.
+    running = cl.podman(NODE, "image", "inspect", "--format", "{{.Id}}", FLOATING).stdout.strip()
+    if (
+        running
+        == cl.podman(NODE, "image", "inspect", "--format", "{{.Id}}", refs[0]).stdout.strip()
+    ):
+        refs.reverse()
+    steps = []
+    print("run  step  wall | holds  stop@DC  stopped  active  done | renewals | DC stalls")
+    for i in range(args.runs):
+        wall, err, step = _run_once(cl, refs[i % 2], NODE)
+        time.sleep(1.5)  # the DC's log is written after the fact
+        dc: list[Event] = []
+        for node in cl.nodes:
+            log = node.dir / "log-pacemaker" / "pacemaker.log"
+            dc += dc_events(log.read_text(errors="replace"), time.gmtime().tm_year)
+        dc.sort(key=lambda e: e.when)
+        trace = trace_events(err)
+        run = summary(trace, dc, step)
+        take = _first(trace, "cibadmin --patch", "MainThread") or 0.0
+        stop = next(
+            (e.when - take for e in dc if e.when >= take and "Initiating stop operation" in e.text),
+            None,
+        )
+        m = run.marks
+        print(
+            f"{i + 1:3d} {step:5.2f} {wall:5.2f} | {m.get('holds placed', 0):5.2f} "
+            f"{stop if stop is not None else float('nan'):7.2f} "
+            f"{m.get('stopped (unban)', 0):7.2f} {m.get('active (release)', 0):7.2f} "
+            f"{m.get('done', 0):5.2f} | {' '.join(f'{r:.2f}' for r in run.renewals) or '-'} | "
+            + " ".join(f"{s.when:.2f}+{s.seconds:.2f}" for s in run.stalls),
+            flush=True,
+        )
+        steps.append(step)
+        wait_idle(cl)
+    med = statistics.median(steps)
+    print(
+        f"restart step: min {min(steps):.2f} median {med:.2f} max {max(steps):.2f} "
+        f"(max / median {max(steps) / med:.2f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
