@@ -245,8 +245,10 @@ LATEST_RENEWAL = 1.5
 cluster nothing, at most until this many renewal intervals since the last one (half a
 period): a reader still sees it renewed at least once a period with one interval to spare."""
 
-LOOK = 0.1
-"""Seconds between two looks at the cluster while a renewal waits (see :func:`renewal_wait`)."""
+LOOK = 0.25
+"""Seconds between two looks at the cluster while a renewal waits (see :func:`renewal_wait`):
+each is a crm_mon, next to the restart's own watch; a start or a stop of a bundle's replica
+lasts longer than that."""
 
 
 def renewal_wait(since: float, renew_every: float, *, quiet: bool, busy: bool | None) -> float:
