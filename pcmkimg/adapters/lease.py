@@ -233,9 +233,12 @@ class Keeper:
         return self._quiet > 0
 
     def _busy(self) -> bool:
+        """Whether a start or a stop is in flight; False when that can't be told (the
+        renewal then waits for its latest moment, never longer)."""
         try:
             return self.cluster.busy()
-        except PcmkimgError:
+        except Exception:  # noqa: BLE001 - a look that fails must not end the renewals
+            log.debug("could not tell whether an action is in flight", exc_info=True)
             return False
 
     def _wait(self) -> float:

@@ -121,3 +121,18 @@ def test_a_renewal_held_back_is_written_as_soon_as_the_restart_ends() -> None:
             assert renewals(fake) == 0
         time.sleep(0.1)
         assert renewals(fake) == 1
+
+
+class Blind(fakes.FakeCluster):
+    """A cluster port whose look at the actions in flight fails."""
+
+    def busy(self) -> bool:
+        raise RuntimeError("crm_mon printed nothing")
+
+
+def test_a_look_that_fails_holds_the_renewal_until_its_latest_moment_only() -> None:
+    fake = Blind({})
+    with leasing.held(fake, 0.6) as holding, holding.quiet():
+        time.sleep(0.5)
+        assert renewals(fake) >= 1  # at 0.3 s, the latest
+        holding.check()
