@@ -35,7 +35,6 @@ from pcmkimg.adapters import trace
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
-from pcmkimg.core import lease as lease_rules
 from pcmkimg.errors import BadInput, LeftBehind, NodeFailed, Refused, Unreachable
 
 log = logging.getLogger(__name__)
@@ -584,7 +583,9 @@ def controller_idle(runner: Runner, node: str) -> bool:
 def busy(runner: Runner) -> bool:
     """Whether a start or a stop is in flight in the cluster (crm_mon; see
     :func:`~pcmkimg.core.lease.action_in_flight`)."""
-    return lease_rules.action_in_flight(status_xml(runner))
+    from pcmkimg.core.lease import action_in_flight  # the lease's only (the agent never asks)
+
+    return action_in_flight(status_xml(runner))
 
 
 def settle(runner: Runner, timeout: float, poll: float = POLL) -> float:

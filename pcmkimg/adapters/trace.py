@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
-from datetime import datetime, timezone
 
 VARIABLE = "PCMKIMG_TRACE"
 
@@ -25,6 +23,9 @@ def enabled() -> bool:
 
 def line(text: str, *, wall: float | None = None, mono: float | None = None) -> str:
     """One trace line for ``text`` (times default to now)."""
+    import threading  # here: the agent's actions load this module and never trace
+    from datetime import datetime, timezone
+
     when = datetime.fromtimestamp(time.time() if wall is None else wall, timezone.utc)
     mono = time.monotonic() if mono is None else mono
     stamp = when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
