@@ -14,8 +14,10 @@ test-debian13:
 demo: deps
 	tox -e demo
 
+# ONLY=GROUP[,GROUP] runs those groups alone (agents, status, restart, offline), e.g.
+# make bench ONLY=restart; docs/benchmarks.md.
 bench: deps
-	tox -e bench
+	tox -e bench $(if $(ONLY),-- --only $(ONLY))
 
 lint:
 	tox -e lint

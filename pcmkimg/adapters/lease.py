@@ -38,6 +38,7 @@ from pcmkimg.core.lease import (
     holds,
     observe,
     read,
+    renewal_wait,
 )
 from pcmkimg.errors import LeftBehind, PcmkimgError
 
@@ -47,9 +48,13 @@ POLL = 1.0  # seconds between two looks at a lease held by another process
 
 
 class CibWriter(Protocol):
-    """What the lease needs of the cluster port: its compare-and-swap of the CIB."""
+    """What the lease needs of the cluster port: its compare-and-swap of the CIB, and whether
+    a start or a stop is in flight (when to renew during a restart:
+    :func:`~pcmkimg.core.lease.renewal_wait`)."""
 
     def update_cib(self, edit: Callable[[cib.Element], cib.CibChange]) -> cib.CibChange: ...
+
+    def busy(self) -> bool: ...
 
 
 def pid_alive(pid: int) -> bool:
@@ -173,7 +178,10 @@ def release(cluster: CibWriter, lease: Lease) -> bool:
 
 
 class Keeper:
-    """Renews a lease from a daemon thread every ``lease.renew_every`` seconds until stopped.
+    """Renews a lease from a daemon thread every ``lease.renew_every`` seconds until stopped;
+    while a restart runs (:meth:`quiet`), a renewal that falls due waits for a start or a stop
+    in flight, at most half a period (each lease write stalls an idle DC for a second:
+    :func:`~pcmkimg.core.lease.renewal_wait`).
 
     The thread only writes the lease; the main thread asks :meth:`check` at safe points (no
     CIB access: a restart is never delayed by it). A renewal that fails for a reason other than
@@ -196,16 +204,60 @@ class Keeper:
         self.last_renewed = monotonic()
         self.lost: LeaseLostError | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a wait ends early: stopped, or a restart ended
         self._lock = threading.Lock()
+        self._quiet = 0
+        self._quiet_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="pcmkimg-lease", daemon=True)
 
     def start(self) -> Keeper:
         self._thread.start()
         return self
 
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """A restart runs: a renewal that falls due meanwhile waits for a start or a stop in
+        flight, at most half a period (:func:`~pcmkimg.core.lease.renewal_wait`)."""
+        with self._quiet_lock:
+            self._quiet += 1
+        try:
+            yield
+        finally:
+            with self._quiet_lock:
+                self._quiet -= 1
+            self._wake.set()
+
+    @property
+    def quieted(self) -> bool:
+        return self._quiet > 0
+
+    def _busy(self) -> bool:
+        """Whether a start or a stop is in flight; False when that can't be told (the
+        renewal then waits for its latest moment, never longer)."""
+        try:
+            return self.cluster.busy()
+        except Exception:  # noqa: BLE001 - a look that fails must not end the renewals
+            log.debug("could not tell whether an action is in flight", exc_info=True)
+            return False
+
+    def _wait(self) -> float:
+        """Seconds until the next renewal is to be written (0: now)."""
+        every = self.current.renew_every
+        since = self.monotonic() - self.last_renewed
+        quiet = self._quiet > 0
+        wait = renewal_wait(since, every, quiet=quiet, busy=None)
+        if wait > 0 and quiet and since >= every:
+            wait = renewal_wait(since, every, quiet=quiet, busy=self._busy())
+        return wait
+
     def _run(self) -> None:
-        pause = self.current.renew_every
-        while not self._stop.wait(pause):
+        retry_at = 0.0
+        while not self._stop.is_set():
+            wait = max(self._wait(), retry_at - self.monotonic())
+            if wait > 0:
+                self._wake.wait(wait)
+                self._wake.clear()
+                continue
             try:
                 with self._lock:
                     if self._stop.is_set():
@@ -215,17 +267,17 @@ class Keeper:
                     started = self.monotonic()
                     self.current = renew(self.cluster, self.current, clock=self.clock)
                     self.last_renewed = started
-                pause = self.current.renew_every
+                retry_at = 0.0
             except LeaseLostError as exc:
                 self.lost = exc
                 log.error("%s", exc.one_line())
                 return
             except PcmkimgError as exc:
                 log.warning("could not renew the update lease (retrying): %s", exc.one_line())
-                pause = self.current.renew_every / 3
+                retry_at = self.monotonic() + self.current.renew_every / 3
             except Exception:  # a bug must not end the renewals silently while we hold it
                 log.exception("renewing the update lease")
-                pause = self.current.renew_every / 3
+                retry_at = self.monotonic() + self.current.renew_every / 3
 
     def check(self) -> None:
         """:class:`LeaseLostError` when the lease is no longer safely ours."""
@@ -243,6 +295,7 @@ class Keeper:
     def stop(self, timeout: float = 30.0) -> None:
         """No renewal after this returns (one in flight finishes first)."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             acquired = self._lock.acquire(timeout=timeout)
             if acquired:
@@ -277,6 +330,15 @@ class Holding:
 
     def check(self) -> None:
         self._keeper.check()
+
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        """Around a restart: see :meth:`Keeper.quiet`."""
+        return self._keeper.quiet()
+
+    @property
+    def quieted(self) -> bool:
+        """Whether a :meth:`quiet` block runs now."""
+        return self._keeper.quieted
 
 
 @contextlib.contextmanager

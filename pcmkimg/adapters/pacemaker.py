@@ -31,6 +31,7 @@ from typing import Optional
 
 from lxml import etree
 
+from pcmkimg.adapters import trace
 from pcmkimg.adapters.errors import (
     BanNotRemovedError,
     CibChangedError,
@@ -135,6 +136,7 @@ class Runner:
         """Run ``argv``; with ``check``, a non-zero exit raises the error of its kind."""
         full = (*self.prefix, *argv)
         limit = self.timeout if timeout is None else timeout
+        started = time.monotonic()
         try:
             rc, out, err = self.backend(full, self.env(), limit, stdin)
         except FileNotFoundError:
@@ -151,9 +153,16 @@ class Runner:
                 rc=-1,
             ) from None
         result = ToolResult(tuple(argv), rc, out, err)
+        if trace.enabled():
+            trace.note(f"{time.monotonic() - started:.3f}s rc={rc} {_shown(argv)}")
         if check and rc != 0:
             raise tool_error(result)
         return result
+
+
+def _shown(argv: Sequence[str]) -> str:
+    """``argv`` for a trace line: an XML argument shortened to its first element."""
+    return " ".join(a if not a.startswith("<") else a.split(">", 1)[0][:60] + ">..." for a in argv)
 
 
 CIB_ENV_PREFIX = "CIB_"
@@ -512,6 +521,14 @@ def controller_idle(runner: Runner, node: str) -> bool:
     return restart.controller_idle(cib.parse_xml(out.stdout, what="crmadmin output"))
 
 
+def busy(runner: Runner) -> bool:
+    """Whether a start or a stop is in flight in the cluster (crm_mon; see
+    :func:`~pcmkimg.core.lease.action_in_flight`)."""
+    from pcmkimg.core.lease import action_in_flight  # the lease's only (the agent never asks)
+
+    return action_in_flight(status_xml(runner))
+
+
 def settle(runner: Runner, timeout: float, poll: float = POLL) -> float:
     """Wait until the DC's controller is idle at two looks in a row ``poll`` apart (what
     ``crm_resource --wait`` waits for, without its 2 s ticks). The seconds it took."""
@@ -619,6 +636,8 @@ def _restart(
             )
         if verdict.failed:
             raise RestartFailedError(f"restart of {bundle_id} on {node}: {verdict.failed}", fix)
+        if verdict.phase != phase or verdict.act:
+            trace.note(f"restart {bundle_id} on {node}: {phase} -> {verdict.phase} {verdict.act}")
         if verdict.act == "unban":
             marks["stopped"] = time.monotonic() - started
             holds.unban(node)
@@ -770,6 +789,9 @@ class Pacemaker:
 
     def settle(self, timeout: float) -> float:
         return settle(self.runner, timeout)
+
+    def busy(self) -> bool:
+        return busy(self.runner)
 
     def set_node_attribute(self, node: str, name: str, value: str) -> None:
         set_node_attribute(self.runner, node, name, value)

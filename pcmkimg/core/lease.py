@@ -233,3 +233,46 @@ def check_period(period: float) -> float:
     if not MIN_PERIOD <= period <= MAX_PERIOD:
         raise ValueError(f"a lease period of {period!r}s is outside {MIN_PERIOD:g}..{MAX_PERIOD:g}")
     return float(period)
+
+
+# --------------------------------------------------------------------------- when to renew
+
+LATEST_RENEWAL = 1.5
+"""While a restart runs, a renewal that falls due waits for a moment when it costs the
+cluster nothing, at most until this many renewal intervals since the last one (half a
+period): a reader still sees it renewed at least once a period with one interval to spare."""
+
+LOOK = 0.25
+"""Seconds between two looks at the cluster while a renewal waits (see :func:`renewal_wait`):
+each is a crm_mon, next to the restart's own watch; a start or a stop of a bundle's replica
+lasts longer than that."""
+
+
+def renewal_wait(since: float, renew_every: float, *, quiet: bool, busy: bool | None) -> float:
+    """Seconds to wait before writing the next renewal, ``since`` seconds after the last one.
+
+    Every lease write is a change of ``crm_config``: the DC's controller re-reads its options,
+    and a scheduler run it starts meanwhile finds that read pending and waits a second
+    (Pacemaker's ``do_pe_invoke_callback``; blocking on 2.1 and 3.0.0-3.0.1, a timer since
+    3.0.2). A write that reaches an idle DC keeps it from acting on anything for that second;
+    one that reaches it while a start or a stop is in flight costs nothing: the options are
+    read again before that action ends (docs/benchmarks.md). So outside a restart (not
+    ``quiet``) a renewal is written every ``renew_every``; during one, once due, only while
+    ``busy`` (:func:`action_in_flight`; None: not looked at yet, the caller looks and asks
+    again), and at the latest :data:`LATEST_RENEWAL` intervals after the last one, whatever
+    the cluster does.
+    """
+    due = renew_every - since
+    if due > 0:
+        return due
+    if not quiet or busy or since >= LATEST_RENEWAL * renew_every:
+        return 0.0
+    return min(LOOK, LATEST_RENEWAL * renew_every - since)
+
+
+def action_in_flight(mon: cib.Element) -> bool:
+    """Whether ``crm_mon --output-as=xml`` shows a start or a stop in flight (a resource
+    Starting or Stopping: Pacemaker records the pending operation)."""
+    return any(
+        el.get("role") in ("Starting", "Stopping") for el in mon.iterfind(".//resource[@role]")
+    )

@@ -61,12 +61,19 @@ class Updater:
     """Nodes whose floating name this run moved to the target."""
     holding: leasing.Holding | None = field(default=None, repr=False)
     """The lease this run holds (None: none, e.g. a rollback holds its own)."""
+    snapshot: cib.Element | None = field(default=None, repr=False)
+    """The configuration read by the preflight under the lease (None: none read)."""
 
     def check_lease(self) -> None:
         """:class:`~pcmkimg.core.lease.LeaseLostError` when our lease was lost (no CIB access:
         the background renewals say it)."""
         if self.holding is not None:
             self.holding.check()
+
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        """Around a node's step: the lease's renewals keep out of its restart, where each would
+        stall the DC for a second (:meth:`pcmkimg.adapters.lease.Keeper.quiet`)."""
+        return self.holding.quiet() if self.holding is not None else contextlib.nullcontext()
 
     def record(self, event: str, **fields: object) -> None:
         """Journal a step. A journal that can't be written (a full disk) must not stop an
@@ -454,6 +461,13 @@ class Updater:
             )
         return None
 
+    def bundle_config(self, bundle_id: str) -> cib.Bundle:
+        """The bundle's definition (its guard, its replicas): from the preflight's read under
+        the lease, which only this run changes (its holds), else read now."""
+        return cib.bundle(
+            self.snapshot if self.snapshot is not None else self.cluster.query_cib(), bundle_id
+        )
+
     def heal(
         self,
         bundle: plan.BundleRef,
@@ -474,7 +488,7 @@ class Updater:
         replica is expected to start here: none ran here and the bundle has one that runs
         nowhere (with every replica running elsewhere, nothing starts here).
         """
-        config = cib.bundle(self.cluster.query_cib(), bundle.id)
+        config = self.bundle_config(bundle.id)
         resources: list[str] = []
         failures: list[cib.Failure] = []
         if config.guard is not None:
@@ -512,7 +526,7 @@ class Updater:
         try:
             found = self.stores.get(node).resolve(bundle.ref)
             if isinstance(found, images.Resolved):
-                guard = cib.bundle(self.cluster.query_cib(), bundle.id).guard
+                guard = self.bundle_config(bundle.id).guard
                 name = naming.attribute_name(bundle.service, guard.attribute if guard else None)
                 self.cluster.set_node_attribute(node, name, naming.describe(found))
         except PcmkimgError as exc:  # informative only; the guard's monitor refreshes it
@@ -629,6 +643,7 @@ class Updater:
                             "fix these, then run the update again (`pcmkimg check` lists them)",
                         )
                     self.baseline = plan.health(cluster.status, bundle.id)
+                    self.snapshot = cluster.config
                 elif step.kind == "pull":
                     pulled = self.pull_all(step.nodes, ref, the_plan.digest)
                 elif step.kind == "update":
@@ -636,7 +651,8 @@ class Updater:
                     self.check_lease()
                     res = NodeResult(node)
                     report.nodes.append(res)
-                    self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
+                    with self.quiet():
+                        self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
                 elif step.kind == "release":
                     lease_scope.close()
                     self.holding = None

@@ -1,0 +1,68 @@
+"""The update's node step reads the cluster once where it read it twice (issue 23): the
+bundle's definition (its guard, its replicas) comes from the preflight's read under the lease,
+not from a whole-CIB read in the guard's cleanup check and another for the node attribute; and
+the step runs with the lease's renewals held back (``Holding.quiet``). With the fakes of
+tests/fakes.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pcmkimg.core import plan
+from pcmkimg.core.reference import parse
+from pcmkimg.core.report import UpdateReport
+from pcmkimg.workflows import update as execute
+from tests.fakes import FakeCluster
+from tests.unit.test_execute_paths import (
+    BUNDLE,
+    NEW_REF,
+    TIMEOUT,
+    cluster_of,
+    make_updater,
+    store_on_old,
+    update,
+)
+
+
+def test_the_node_step_takes_the_bundle_from_the_preflight_read(tmp_path: Path) -> None:
+    cluster = cluster_of({"controller-0": store_on_old("controller-0")})
+    updater = make_updater(tmp_path, cluster)
+    updater.snapshot = cluster.read_cluster().config
+    res, error = update(updater, "controller-0")
+    assert error is None and res.result == "ok"
+    assert cluster.cib_queries == 0
+    assert ("attribute", "controller-0", "pcmkimg-mariadb", NEW_REF) in cluster.events
+
+
+def test_without_a_preflight_read_the_bundle_is_read_now(tmp_path: Path) -> None:
+    cluster = cluster_of({"controller-0": store_on_old("controller-0")})
+    res, error = update(make_updater(tmp_path, cluster), "controller-0")
+    assert error is None and res.result == "ok"
+    assert cluster.cib_queries == 2  # the guard's cleanup check, the node attribute
+
+
+class Watched(FakeCluster):
+    """Notes, at each restart, whether the updater's lease was quiet."""
+
+    updater: execute.Updater | None = None
+    quiet: list[bool] = []
+
+    def restart_replica(self, *args: Any, **kwargs: Any) -> None:
+        assert self.updater is not None and self.updater.holding is not None
+        self.quiet.append(self.updater.holding.quieted)
+        super().restart_replica(*args, **kwargs)
+
+
+def test_a_whole_update_keeps_the_preflight_read_and_runs_the_step_quiet(tmp_path: Path) -> None:
+    cluster = Watched({"controller-0": store_on_old("controller-0")}, timeout=TIMEOUT)
+    cluster.quiet = []
+    updater = make_updater(tmp_path, cluster)
+    cluster.updater = updater
+    facts = plan.node_facts(cluster.read_cluster(), BUNDLE.id)
+    the_plan = plan.plan_update(BUNDLE, parse(NEW_REF), facts, ["controller-0"])
+    report = updater.run(the_plan, UpdateReport(BUNDLE.id, BUNDLE.service, NEW_REF))
+    assert [n.result for n in report.nodes] == ["ok"]
+    assert cluster.cib_queries == 0  # the lease's own writes read through update_cib
+    assert cluster.quiet == [True]
+    assert updater.holding is None  # released at the end
