@@ -359,6 +359,8 @@ def node_fault_runs(sb: Sandbox, cl: Cluster, r: pm.Runner, moments: list[Moment
             problems.append(f"left in the CIB: {left}")
         if code and ("FAILED" not in run.text() and "stopped before" not in said):
             problems.append("no clear line")
+        if (events[-1:] == ["done"]) != (code == 0) or (code == 6 and "rolled-back" not in events):
+            problems.append(f"the journal does not say what happened: {events}")
         problems += converged(sb, cl, r, on, args, want)
         print(
             f"{label}: exit {code}, said {said!r}; journal {events}; "
@@ -452,11 +454,15 @@ def test_the_lease_holders_node_is_isolated(faulty) -> None:  # type: ignore[no-
             problems.append(f"the isolated holder acted after the takeover: {acted_after}")
         if holder.child.returncode == 0:
             problems.append("the isolated holder finished its update")
+        told = (list(runs(journal(cl, "controller-2")).values()) or [[]])[-1]
+        if "done" in told or "rolled-back" in told:
+            problems.append(f"the isolated holder's journal: {told}")
         if left:
             problems.append(f"left in the CIB: {left}")
         problems += converged(sb, cl, r, "controller-1", (*base, "--all"), want)
         print(
             f"{label}: holder exit {holder.child.returncode} ({last_line(holder)!r}); "
+            f"journal {told}; "
             f"second run exit {taker.child.returncode} ({last_line(taker)!r}), lease taken "
             f"{took if took is None else round(took, 1)}s after it started "
             f"({after_cut:.0f}s after the cut); "
