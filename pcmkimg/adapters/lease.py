@@ -34,6 +34,7 @@ from pcmkimg.core.lease import (
     LeaseUnreadableError,
     Observation,
     check_period,
+    check_quorum,
     claim,
     holds,
     observe,
@@ -111,6 +112,7 @@ def acquire(
 
     def edit(config: cib.Element) -> cib.CibChange:
         nonlocal seen
+        check_quorum(config, "the update lease was not taken")
         current = read(config)
         now = monotonic()
         if current is not None and not current.same_holder(mine):
@@ -146,6 +148,9 @@ def renew(
 
     def edit(config: cib.Element) -> cib.CibChange:
         if holds(config, lease):
+            # Without quorum the renewal would land in this partition only: not a renewal
+            # (the keeper retries; a period without one ends the run before its next node).
+            check_quorum(config, "the update lease was not renewed")
             return cib.set_cluster_property(config, PROPERTY, renewed.encode())
         try:
             found = read(config)

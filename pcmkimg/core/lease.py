@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
-from pcmkimg.errors import NoLease
+from pcmkimg.errors import NoLease, Refused
 
 PROPERTY = "pcmkimg-lease"
 log = logging.getLogger(__name__)
@@ -101,6 +101,23 @@ class LeaseUnreadableError(LeaseError):
 
 class LeaseLostError(LeaseError):
     """Our lease is gone or belongs to someone else now (it lapsed and was taken over)."""
+
+
+class LeaseNoQuorumError(LeaseError, Refused):
+    """The partition this process sees has no quorum: a lease written there is not seen by the
+    nodes that have it (nor a renewal), and may be lost when the partitions merge."""
+
+
+def check_quorum(config: cib.Element, what: str) -> None:
+    """:class:`LeaseNoQuorumError` when the CIB (its ``<cib>`` element, as the DC of this
+    partition keeps it) says ``have-quorum="0"``: ``what`` (taking or renewing the lease) is
+    not done. A CIB without the attribute (a file, a cluster that never judged it) passes."""
+    if config.get("have-quorum") in ("0", "false"):
+        raise LeaseNoQuorumError(
+            f"{what}: this node's partition of the cluster has no quorum (the other nodes "
+            "can't see the lease here)",
+            "restore quorum (bring nodes back online, check the network), then retry",
+        )
 
 
 @dataclass(frozen=True)

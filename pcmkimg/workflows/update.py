@@ -232,6 +232,9 @@ class Updater:
         except PcmkimgError as exc:
             self.record("failed", service=bundle.service, node=node, error=exc.one_line())
             self.say(f"{node}: FAILED: {exc.message}")
+            # A rollback changes the node's store and restarts its replica: not once the lease
+            # may be another's (cut off from the others, the restart failed for that reason).
+            self.check_lease()
             undo = retag
             if not retag.moved:
                 # A re-run: the name was moved by an earlier, interrupted run. A start that
@@ -247,8 +250,17 @@ class Updater:
                     raise
                 undo = earlier
                 res.before = earlier.old_id
-            self.rollback_node(bundle, node, res, undo, holds)
+            here = self.rollback_node(bundle, node, res, undo, holds)
             res.result = "rolled-back"
+            if not here:
+                raise UpdateFailed(
+                    f"update of {bundle.service} failed on {node}, which left the cluster "
+                    f"during its restart ({exc.message}); its names were rolled back",
+                    f"bring {node} back into the cluster (its corosync, pacemaker and "
+                    f"network; {cmd.quoted(cmd.cluster_state())}): its replica then starts "
+                    "on the previous image; then run the update again; the nodes after it "
+                    "were not touched",
+                ) from exc
             raise UpdateFailed(
                 f"update of {bundle.service} failed on {node} and was rolled back: {exc.message}",
                 f"{ref} does not run here: fix the image or choose another, then run the "
@@ -539,11 +551,13 @@ class Updater:
         res: NodeResult,
         undo: images.Retagged,
         holds: HoldsPort,
-    ) -> None:
+    ) -> bool:
         """Put the floating and the rollback name back exactly as they were before ``undo``
         and bring the replica back on the previous image: cleaned up and started if it is
         down, restarted if it runs another image; all under the failed restart's ``holds``,
-        so that it can only come back on ``node``."""
+        so that it can only come back on ``node``. False when ``node`` is not online (it
+        left the cluster): only the names were put back, its replica starts on them when the
+        node rejoins."""
         store = self.stores.get(node)
         back = undo.rollback_name or str(naming.rollback_for(bundle.ref, store.scheme))
         fix = f"on {node}: {cmd.quoted(cmd.tag(back, bundle.floating))}, then " + cmd.quoted(
@@ -560,7 +574,17 @@ class Updater:
         self.say(f"{node}: rolling back to {res.before[:12]}")
         try:
             store.restore(undo)
-            replica = self.cluster.status().replica_on(bundle.id, node)
+            state = self.cluster.status()
+            known = state.node(node)
+            if known is None or not known.online:
+                res.rolled_back = True
+                self.record("rolled-back", service=bundle.service, node=node, offline=True)
+                self.say(
+                    f"{node}: rolled back its names; the node is not in the cluster: its "
+                    "replica starts on the previous image when it rejoins"
+                )
+                return False
+            replica = state.replica_on(bundle.id, node)
             if replica is None or not replica.active or replica.failed:
                 self.cluster.cleanup(bundle.id, node)
                 self.cluster.settle(self.timeout)
@@ -595,6 +619,7 @@ class Updater:
         res.rolled_back = True
         self.record("rolled-back", service=bundle.service, node=node)
         self.say(f"{node}: rolled back; the replica runs the previous image again")
+        return True
 
     # -- the whole job --------------------------------------------------------------------
 

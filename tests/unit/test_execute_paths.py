@@ -942,3 +942,60 @@ def test_a_healed_guard_where_every_replica_runs_elsewhere_is_retag_only(tmp_pat
         "cleanup",
         "release",
     ]
+
+
+# --------------------------------------------------------------------------- membership faults
+
+
+def offline(cluster: FakeCluster, node: str) -> None:
+    """``node`` as crm_mon shows a node that left the cluster (its corosync or link down)."""
+    nodes = tuple(
+        dataclasses.replace(n, online=False) if n.name == node else n for n in cluster.base.nodes
+    )
+    cluster.base = dataclasses.replace(cluster.base, nodes=nodes)
+
+
+def test_a_node_that_left_the_cluster_during_its_restart_gets_its_names_back_exit_6(
+    tmp_path: Path,
+) -> None:
+    """Issue 22 item 1: the restart timed out because the node left the cluster. Its replica
+    can't be started or verified there now; its names are put back (it starts on the previous
+    image when the node rejoins) and the update stops with exit 6 naming what happened,
+    instead of a rollback that fails (exit 7) and a fix that retags by hand."""
+    store = store_on_old("controller-0")
+    cluster = cluster_of({"controller-0": store})
+    cluster.restart_errors["controller-0"] = (timed_out(), True)
+    offline(cluster, "controller-0")
+    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+
+    assert isinstance(raised, execute.UpdateFailed) and raised.family.__name__ == "NodeFailed"
+    assert "left the cluster during its restart" in raised.message
+    assert "bring controller-0 back into the cluster" in raised.fix
+    assert res.result == "rolled-back" and res.rolled_back
+    assert store.names[FLOATING] == OLD_ID and key(BACK) not in store.names  # as before
+    # Nothing asked of a node that is not there: no cleanup, no second restart.
+    assert cluster.kinds("cleanup", "restart") == [("restart", "controller-0")]
+    assert events(tmp_path) == ["retag", "restart", "failed", "rolled-back"]
+    assert entries(tmp_path, "rolled-back")[0]["offline"] is True
+
+
+def test_no_rollback_once_the_lease_may_be_another_holders(tmp_path: Path) -> None:
+    """Issue 22 item 7: a holder cut off from the others (its renewals fail) whose restart
+    failed does not roll the node back: by then another pcmkimg may have taken the lease over
+    and be updating that node. It stops (exit 4), the node as the journal says."""
+    from pcmkimg.adapters import lease as leasing
+
+    store = store_on_old("controller-0")
+    cluster = cluster_of({"controller-0": store})
+    cluster.restart_errors["controller-0"] = (timed_out(), True)
+    clock = [0.0]
+    keeper = leasing.Keeper(cluster, leasing.new_lease(10.0), monotonic=lambda: clock[0])
+    updater = make_updater(tmp_path, cluster)
+    updater.holding = leasing.Holding(keeper)
+    clock[0] = 11.0  # no renewal for longer than the period
+    res, raised = update(updater, "controller-0")
+
+    assert isinstance(raised, lease.LeaseLostError), raised
+    assert res.result == "failed" and not res.rolled_back
+    assert store.names[FLOATING] == NEW_ID  # the name stays as the journal's retag says
+    assert events(tmp_path) == ["retag", "restart", "failed", "failed"]

@@ -123,6 +123,31 @@ def test_a_lease_taken_over_is_lost_for_its_holder(fake: fakes.FakeCluster) -> N
     assert current(fake) == other  # theirs is not released by us
 
 
+def test_a_holder_whose_partition_lost_quorum_does_not_renew_and_stops(
+    fake: fakes.FakeCluster,
+) -> None:
+    """Issue 22 item 7: a holder cut off from the others can still write its own partition's
+    CIB, which the others never see. Without quorum (``have-quorum="0"`` on the ``<cib>``
+    element) a renewal is not written; once a period passed without one, the holder stops
+    before its next node instead of acting beside the node that takes the lease over."""
+    with pytest.raises(lease.LeaseLostError, match="could not be renewed"):
+        with leasing.held(fake, 0.3) as holding:
+            fake.config.set("have-quorum", "0")
+            before = current(fake)
+            time.sleep(0.5)
+            assert current(fake) == before  # no renewal landed
+            holding.check()
+    assert current(fake) is None  # released: it was still ours
+
+
+def test_the_lease_is_not_taken_without_quorum_exit_3(fake: fakes.FakeCluster) -> None:
+    fake.config.set("have-quorum", "0")
+    with pytest.raises(lease.LeaseNoQuorumError, match="no quorum") as info:
+        leasing.acquire(fake, 30)
+    assert info.value.family.__name__ == "Refused"
+    assert current(fake) is None and not writes(fake)
+
+
 def test_an_interruption_right_after_the_lease_write_removes_it(fake: fakes.FakeCluster) -> None:
     """Ctrl-C as the lease's CIB patch returns: the CLI then says "cleaned up", so it is."""
 
