@@ -10,7 +10,7 @@ import pytest
 from lxml import etree
 
 from pcmkimg.adapters import pacemaker
-from pcmkimg.core import release
+from pcmkimg.core import cib, release
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import UsageError
 from pcmkimg.workflows import release as wf
@@ -119,8 +119,10 @@ def test_every_service_of_a_node_in_its_one_turn_each_replica_restarted_once(
     cluster = cluster_of(nodes)
     outcome = wf.run(context(cluster, journal_dir=tmp_path), request())
     assert outcome.report is not None
-    # Node by node, every service of the node before the next node; each replica once.
+    # Node by node, every service of the node before the next node; each replica once, the
+    # node's replicas in one restart (their holds placed and lifted together).
     assert restarts(cluster) == [(n, b) for n in NODES for b in (GALERA, RABBIT)]
+    assert cluster.kinds("together") == [("together", n, GALERA, RABBIT) for n in NODES]
     for node, store in nodes.items():
         for b in FLOAT:
             assert store.image_of(container_of(node, b)) == NEW[b]
@@ -162,6 +164,10 @@ def test_a_failure_on_the_second_node_puts_back_every_service_moved_there(
         assert second.image_of(container_of("controller-1", b)) == OLD[b]
         assert third.names[fakes.key(FLOAT[b])] == OLD[b]
     assert third.called("retag") == [] and third.called("restart") == []
+    # rabbitmq's replica, stopped by its failed start, cleaned up (it starts on the previous
+    # image), galera's restarted on its previous image.
+    assert cluster.kinds("cleanup")[-1] == ("cleanup", RABBIT, "controller-1")
+    assert restarts(cluster)[-1] == ("controller-1", GALERA)
     report = info.value.report
     assert report is not None
     assert [n["services"]["mariadb"]["result"] for n in report["nodes"]] == ["ok", "rolled-back"]
@@ -221,3 +227,29 @@ def test_the_release_file_is_read(tmp_path: Path) -> None:
     )
     assert [str(i.entry.image) for i in outcome.plan.items] == [REF[GALERA], REF[RABBIT]]
     assert str(parse(REF[GALERA])) == REF[GALERA]
+
+
+def test_a_node_that_fails_its_soak_puts_both_replicas_back_in_one_restart(
+    tmp_path: Path,
+) -> None:
+    """Both replicas of the node run their new images when the soak sees a new failed
+    operation: both go back to their previous images in one restart."""
+    nodes = stores()
+    cluster = cluster_of(nodes)
+    container = container_of("controller-0", RABBIT)
+    failure = cib.Failure(
+        f"{container}_monitor_60000", container, "monitor", 60000, "controller-0", 1, "error", ""
+    )
+
+    def say(text: str) -> None:
+        if "soaking" in text:
+            cluster.extra_failures.append(failure)
+
+    ctx = context(cluster, journal_dir=tmp_path, say=say)
+    with pytest.raises(UpdateFailed, match="during the soak on controller-0"):
+        wf.run(ctx, request(soak=0.01, every=False, nodes=("controller-0",)))
+    assert cluster.kinds("together") == [("together", "controller-0", GALERA, RABBIT)] * 2
+    store = nodes["controller-0"]
+    for b in FLOAT:
+        assert store.names[fakes.key(FLOAT[b])] == OLD[b]
+        assert store.image_of(container_of("controller-0", b)) == OLD[b]
