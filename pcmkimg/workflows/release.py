@@ -85,7 +85,11 @@ class ReleaseOutcome:
     report: ReleaseReport | None = None
 
     def as_dict(self) -> dict[str, object]:
-        doc: dict[str, object] = {"plan": self.plan.lines(), "targets": list(self.plan.targets)}
+        doc: dict[str, object] = {
+            "plan": self.plan.lines(),
+            "targets": list(self.plan.targets),
+            "promotions": [m.as_dict() for m in self.plan.promotions],
+        }
         if self.report is None:
             return {**doc, "dry_run": True}
         return {**doc, "report": self.report.as_dict(), "summary": self.report.summary()}

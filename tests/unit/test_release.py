@@ -10,7 +10,7 @@ import pytest
 from lxml import etree
 
 from pcmkimg.adapters import pacemaker
-from pcmkimg.core import cib, release
+from pcmkimg.core import cib, plan, release
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import UsageError
 from pcmkimg.workflows import release as wf
@@ -76,6 +76,91 @@ def test_a_bundle_ordered_after_another_restarts_after_it() -> None:
     bundles = {"mariadb": GALERA, "rabbitmq": RABBIT, "redis": "redis-bundle"}
     order = release.restart_order(["mariadb", "redis", "rabbitmq"], bundles, config)
     assert order == ["redis", "rabbitmq", "mariadb"]
+
+
+# --------------------------------------------------------------------------- promotions
+
+
+def test_a_promotion_restarted_away_lands_where_it_moves_no_more() -> None:
+    """mariadb promoted on A (replicas on A and B), rabbitmq promoted on B (replicas on B and
+    C): restarting A first may put mariadb's promotion on B, which moves it again; B first
+    puts rabbitmq's on C (done before them), then A's moves once: 2 moves instead of 3."""
+    active = {"mariadb": {"A", "B"}, "rabbitmq": {"B", "C"}}
+    promoted = {"mariadb": {"A"}, "rabbitmq": {"B"}}
+    assert release.order_promoted(["A", "B"], active, promoted) == ["B", "A"]
+    moves = release.promotion_moves(["C", "B", "A"], active, promoted)
+    assert [(m.service, m.node, m.again) for m in moves] == [
+        ("rabbitmq", "B", ()),
+        ("mariadb", "A", ()),
+    ]
+    worse = release.promotion_moves(["C", "A", "B"], active, promoted)
+    assert [(m.service, m.node, m.again) for m in worse] == [
+        ("mariadb", "A", ("B",)),
+        ("rabbitmq", "B", ()),
+    ]
+    assert sum(m.worst for m in worse) == 3
+
+
+def test_the_plan_orders_the_promoted_nodes_to_move_promotions_least() -> None:
+    """From the cluster: galera promoted on controller-0 only, redis promoted on controller-2
+    and stopped on controller-0. By name, controller-0 goes first and galera's promotion may
+    land on controller-2 and move again; the plan restarts controller-2 first (redis's
+    promotion lands on controller-1, done before), then controller-0: each moves once."""
+    mon = fakes.fixtures.mon("mon-ok.xml")
+    galera = "resources/bundle[@id='galera-bundle']/replica"
+    for replica in (1, 2):
+        mon.find(f"{galera}[@id='{replica}']/resource[@id='galera']").set("role", "Unpromoted")
+    redis = "resources/bundle[@id='redis-bundle']/replica"
+    mon.find(f"{redis}[@id='2']/resource[@id='redis']").set("role", "Promoted")
+    mon.find(f"{redis}[@id='1']/resource[@id='redis']").set("role", "Unpromoted")
+    for res in mon.find(f"{redis}[@id='0']").findall("resource"):
+        res.set("active", "false")
+        res.set("role", "Stopped")
+        for child in list(res):
+            res.remove(child)
+    cluster = plan.Cluster(fakes.fixtures.cib("base.xml"), mon, cib.cluster_status(mon))
+    entries = release.parse_release(
+        lines(f"mariadb = {REF[GALERA]}", "redis = r.example/r:2"), SCHEME
+    )
+    the_plan = release.plan_release(cluster, entries, None, SCHEME)
+    assert the_plan.targets == ("controller-1", "controller-2", "controller-0")
+    assert [(m.service, m.node, m.again) for m in the_plan.promotions] == [
+        ("redis", "controller-2", ()),
+        ("mariadb", "controller-0", ()),
+    ]
+
+
+def test_equal_orders_keep_the_names_order() -> None:
+    active = {"mariadb": {"A", "B", "C"}, "rabbitmq": {"A", "B", "C"}}
+    promoted = {"mariadb": {"A"}, "rabbitmq": {"B"}}
+    assert release.order_promoted(["A", "B"], active, promoted) == ["A", "B"]
+
+
+def test_the_plan_says_which_promotion_moves_in_text_and_json() -> None:
+    moves = (
+        release.PromotionMove("rabbitmq", "controller-1", ()),
+        release.PromotionMove("mariadb", "controller-2", ("controller-1",)),
+    )
+    the_plan = release.ReleasePlan(
+        (),
+        (
+            release.NodeTurn("controller-1", ("rabbitmq",), ("rabbitmq",), ("rabbitmq",)),
+            release.NodeTurn("controller-2", ("mariadb",), ("mariadb",), ("mariadb",)),
+        ),
+        promotions=moves,
+    )
+    text = "\n".join(the_plan.lines())
+    assert "rabbitmq retag+restart (promoted: rabbitmq's promotion moves off controller-1)" in text
+    assert (
+        "promotions that move (unless the replica already runs its image): rabbitmq's promotion "
+        "moves off controller-1; mariadb's promotion moves off controller-2, and may move again "
+        "on controller-1"
+    ) in text
+    doc = wf.ReleaseOutcome(the_plan).as_dict()
+    assert doc["promotions"] == [
+        {"service": "rabbitmq", "node": "controller-1", "may_move_again_on": []},
+        {"service": "mariadb", "node": "controller-2", "may_move_again_on": ["controller-1"]},
+    ]
 
 
 # --------------------------------------------------------------------------- the run
