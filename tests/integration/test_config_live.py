@@ -47,6 +47,10 @@ PAIR = "cfgpair-bundle"
 PAIR_SERVICE = "cfgpair"
 PAIR_FLOATING = "cluster.common.tag/cfgpair:pcmklatest"
 
+DEP = "cfgdep-bundle"  # ordered after THREE (interleaved clones): the release test's only
+DEP_SERVICE = "cfgdep"
+DEP_FLOATING = "cluster.common.tag/cfgdep:pcmklatest"
+
 PROMOTABLE = "cfgstateful-bundle"
 PROMOTABLE_SERVICE = "cfgstateful"
 PROMOTABLE_FLOATING = "cluster.common.tag/cfgstateful:pcmklatest"
@@ -156,7 +160,12 @@ def observed(st: Stack, *bundles: str) -> dict[str, object]:
     return seen
 
 
-FLOATING_OF = {THREE: THREE_FLOATING, PAIR: PAIR_FLOATING, PROMOTABLE: PROMOTABLE_FLOATING}
+FLOATING_OF = {
+    THREE: THREE_FLOATING,
+    PAIR: PAIR_FLOATING,
+    DEP: DEP_FLOATING,
+    PROMOTABLE: PROMOTABLE_FLOATING,
+}
 
 
 @dataclass
@@ -205,6 +214,45 @@ class Sampler:
         assert self._thread is not None
         self._thread.join(timeout=60)
         self._sample()  # and after it
+
+
+@dataclass
+class Down:
+    """Samples ``crm_mon`` in a thread every ``interval`` s: per bundle, the fewest replicas
+    seen active at once (one crm_mon is one moment of the whole cluster)."""
+
+    cl: Cluster
+    bundles: Sequence[str]
+    interval: float = 0.1
+    fewest: dict[str, int] = field(default_factory=dict)
+    rounds: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        try:
+            mon = self.cl.crm_mon()
+        except (SandboxError, subprocess.TimeoutExpired, etree.XMLSyntaxError):
+            return
+        for bundle in self.bundles:
+            active = sum(r.active for r in self.cl.replicas(bundle, mon))
+            self.fewest[bundle] = min(self.fewest.get(bundle, active), active)
+        self.rounds += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> Down:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=60)
 
 
 # --------------------------------------------------------------------------- settings
@@ -575,71 +623,95 @@ def test_maintenance_mode_is_refused_at_preflight_and_nothing_is_retagged(stack:
 # --------------------------------------------------------------------------- a release (issue 20)
 
 
-def test_a_release_updates_both_bundles_node_by_node_each_replica_once(stack: Stack) -> None:
-    """``update THREE=REF PAIR=REF --all``: one run, both bundles on the new image everywhere,
-    each replica restarted exactly once in place; the same release again restarts nothing."""
+@contextlib.contextmanager
+def dependent(st: Stack) -> Iterator[None]:
+    """DEP: a guarded 3-of-3 bundle ordered after THREE (``pcs constraint order start THREE
+    then start DEP``; both interleaved, as ``guard add`` makes them: OpenStack's shape), for
+    the release test alone (a single-service update of THREE would restart it too)."""
+    cl = st.cl
+    with cl.guarded_bundle(DEP, DEP_FLOATING, st.ref(OLD)):
+        cl.run(ON, ["pcs", "constraint", "order", "start", THREE, "then", "start", DEP])
+        wait_idle(cl)
+        try:
+            yield
+        finally:
+            heal(st, DEP, OLD)
+
+
+def test_a_release_updates_its_bundles_node_by_node_each_replica_once(stack: Stack) -> None:
+    """``update THREE=REF PAIR=REF DEP=REF --all``, DEP ordered after THREE: one run, every
+    bundle on its new image everywhere, each replica restarted exactly once in place (DEP's
+    too: the node's replicas restart together, in Pacemaker's order; an operator's loop of
+    single updates restarts DEP twice per node), never more than one replica of a bundle down
+    (crm_mon sampled every 0.1 s); the same release again restarts nothing."""
     st, cl = stack, stack.cl
     settled(st)
     heal(st, PAIR, OLD)
-    # Each bundle to a test image one of its replicas does not run now (the tests before may
-    # have left a bundle's replicas on different images): a replica on another image restarts
-    # exactly once, one already on it not at all.
-    before = {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)}
-    pair_on = next(n for n in cl.names if before[PAIR][n])
-    new = {
-        THREE: other_image(st, THREE_FLOATING, ON),
-        PAIR: other_image(st, PAIR_FLOATING, pair_on),
-    }
-    args = (
-        "--json",
-        "update",
-        f"{THREE_SERVICE}={st.ref(new[THREE])}",
-        f"{PAIR_SERVICE}={st.ref(new[PAIR])}",
-    )
-    where = {THREE: placement(cl, THREE), PAIR: placement(cl, PAIR)}
-    with Sampler(cl, (THREE, PAIR)) as sampler:
-        out = run_pcmkimg(st, *args, "--all")
-    assert out.returncode == 0, said(out)
-    doc = json.loads(out.stdout)
-    nodes = doc["report"]["nodes"]
-    assert sorted(n["node"] for n in nodes) == cl.names, nodes
-    wait_idle(cl)
-    expected = 0
-    for bundle, service in ((THREE, THREE_SERVICE), (PAIR, PAIR_SERVICE)):
-        target = st.id_of(new[bundle])
-        assert placement(cl, bundle) == where[bundle], observed(st, THREE, PAIR)
-        assert set(floating_ids(cl, FLOATING_OF[bundle]).values()) == {target}
-        result = {n["node"]: n["services"][service]["result"] for n in nodes}
-        for node, running in before[bundle].items():
-            if not running:  # the 2-of-3 bundle's spare node: retagged only
-                assert result[node] == "retag-only", (node, result)
-                continue
-            ((name, (cid, image)),) = running.items()
-            seen = sampler.seen[bundle][node]
-            now = containers(cl, bundle)[node]
-            assert list(now) == [name] and now[name][1] == target, observed(st, bundle)
-            if image == target:
-                assert seen == [(name, cid)] and result[node] == "unchanged", (node, seen)
-            else:  # the old container, then exactly one new one
-                expected += 1
-                assert seen[0] == (name, cid) and len(seen) == 2, (node, seen)
-                assert result[node] == "ok", (node, result)
-    assert expected >= 2 and doc["report"]["restarted"] == expected, (expected, nodes)
-    assert bans(cl) == [] and attribute(cl, LEASE) is None
-    # One journal run: a start line per service, all with the same run id.
-    starts = [e for e in journal(cl) if e.get("event") == "start"][-2:]
-    assert {e["service"] for e in starts} == {THREE_SERVICE, PAIR_SERVICE}
-    assert len({e["run"] for e in starts}) == 1
+    with dependent(st):
+        ours = (THREE, PAIR, DEP)
+        # Each bundle to a test image one of its replicas does not run now (the tests before
+        # may have left a bundle's replicas on different images): a replica on another image
+        # restarts exactly once, one already on it not at all.
+        before = {b: containers(cl, b) for b in ours}
+        pair_on = next(n for n in cl.names if before[PAIR][n])
+        new = {
+            THREE: other_image(st, THREE_FLOATING, ON),
+            PAIR: other_image(st, PAIR_FLOATING, pair_on),
+            DEP: NEW,
+        }
+        args = (
+            "--json",
+            "update",
+            f"{THREE_SERVICE}={st.ref(new[THREE])}",
+            f"{PAIR_SERVICE}={st.ref(new[PAIR])}",
+            f"{DEP_SERVICE}={st.ref(new[DEP])}",
+        )
+        where = {b: placement(cl, b) for b in ours}
+        with Down(cl, ours) as down, Sampler(cl, ours, interval=0.1) as sampler:
+            out = run_pcmkimg(st, *args, "--all")
+        assert out.returncode == 0, said(out)
+        doc = json.loads(out.stdout)
+        nodes = doc["report"]["nodes"]
+        assert sorted(n["node"] for n in nodes) == cl.names, nodes
+        wait_idle(cl)
+        # Never more than one replica of a bundle down at once.
+        assert down.rounds > 10 and down.fewest == {THREE: 2, PAIR: 1, DEP: 2}, down.fewest
+        expected = 0
+        for bundle, service in ((THREE, THREE_SERVICE), (PAIR, PAIR_SERVICE), (DEP, DEP_SERVICE)):
+            target = st.id_of(new[bundle])
+            assert placement(cl, bundle) == where[bundle], observed(st, *ours)
+            assert set(floating_ids(cl, FLOATING_OF[bundle]).values()) == {target}
+            result = {n["node"]: n["services"][service]["result"] for n in nodes}
+            for node, running in before[bundle].items():
+                if not running:  # the 2-of-3 bundle's spare node: retagged only
+                    assert result[node] == "retag-only", (node, result)
+                    continue
+                ((name, (cid, image)),) = running.items()
+                seen = sampler.seen[bundle][node]
+                now = containers(cl, bundle)[node]
+                assert list(now) == [name] and now[name][1] == target, observed(st, bundle)
+                if image == target:
+                    assert seen == [(name, cid)] and result[node] == "unchanged", (node, seen)
+                else:  # the old container, then exactly one new one
+                    expected += 1
+                    assert seen[0] == (name, cid) and len(seen) == 2, (bundle, node, seen)
+                    assert result[node] == "ok", (node, result)
+        assert expected >= 5 and doc["report"]["restarted"] == expected, (expected, nodes)
+        assert bans(cl) == [] and attribute(cl, LEASE) is None
+        # One journal run: a start line per service, all with the same run id.
+        starts = [e for e in journal(cl) if e.get("event") == "start"][-3:]
+        assert {e["service"] for e in starts} == {THREE_SERVICE, PAIR_SERVICE, DEP_SERVICE}
+        assert len({e["run"] for e in starts}) == 1
 
-    after = {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)}
-    again = run_pcmkimg(st, *args, "--all")
-    assert again.returncode == 0, said(again)
-    report = json.loads(again.stdout)["report"]
-    results = {r["result"] for n in report["nodes"] for r in n["services"].values()}
-    assert results <= {"unchanged", "retag-only"}, results
-    assert report["restarted"] == 0
-    wait_idle(cl)
-    assert {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)} == after
+        after = {b: containers(cl, b) for b in ours}
+        again = run_pcmkimg(st, *args, "--all")
+        assert again.returncode == 0, said(again)
+        report = json.loads(again.stdout)["report"]
+        results = {r["result"] for n in report["nodes"] for r in n["services"].values()}
+        assert results <= {"unchanged", "retag-only"}, results
+        assert report["restarted"] == 0
+        wait_idle(cl)
+        assert {b: containers(cl, b) for b in ours} == after
 
 
 def test_a_release_with_a_broken_image_puts_the_failed_node_back_whole(stack: Stack) -> None:
