@@ -13,9 +13,10 @@ digest that contradicts the reference's own is bad input (naming the service).
 
 :func:`plan_release` orders the nodes (as a single-service update does, over every bundle of the
 release: nodes with active replicas first, those that host a promoted instance last, nodes
-without a replica last) and, on each node, the services: a bundle ordered after another one of
-the release (an ``rsc_order`` between them) comes after it, so that restarting the first
-restarts the second on that node with its new image already behind its name, once.
+without a replica last; among the nodes hosting promoted instances, the order that moves
+promotions the fewest times: :func:`order_promoted`) and, on each node, the services: a bundle
+ordered after another one of the release (an ``rsc_order`` between them) comes after it. The
+node's replicas restart together, and Pacemaker restarts them in that order, each once.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ restart), each node in turn (see :func:`pcmkimg.core.release.plan_release` for t
 
 1. every other replica of every bundle of the release is as healthy as when the run started;
 2. every service's floating name is retagged there;
-3. its replicas restart in the services' order, each with the update's in-place restart (and
-   only when its container does not already run the new image: a bundle ordered after another
-   restarts with it, on its new image, and is not restarted again);
+3. its replicas whose container does not run the new image yet restart in one go (the
+   update's in-place restart over all of them: holds placed in one CIB change, lifted
+   together; Pacemaker restarts a bundle ordered after another one once, in its order);
 4. with ``--soak S`` they are watched S seconds (still active, no new failed operation, as many
    promoted instances);
 5. when anything fails there, every service moved on that node goes back to the image it ran
