@@ -20,15 +20,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from lxml import etree
 
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import cib, restart
+from tests.integration import test_fault_injection_live as faults
 from tests.sandbox.cluster import SAFE_PARSER, Cluster, wait_idle
 from tests.sandbox.fixtures import Sandbox
 from tests.sandbox.proc import SandboxError
@@ -219,13 +226,16 @@ class Sampler:
 @dataclass
 class Down:
     """Samples ``crm_mon`` in a thread every ``interval`` s: per bundle, the fewest replicas
-    seen active at once (one crm_mon is one moment of the whole cluster)."""
+    seen active at once (one crm_mon is one moment of the whole cluster), and per bundle and
+    node how many times its replica there was seen go down (active, then not)."""
 
     cl: Cluster
     bundles: Sequence[str]
     interval: float = 0.1
     fewest: dict[str, int] = field(default_factory=dict)
+    stops: dict[str, dict[str, int]] = field(default_factory=dict)
     rounds: int = 0
+    _up: dict[tuple[str, str], bool] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -235,8 +245,16 @@ class Down:
         except (SandboxError, subprocess.TimeoutExpired, etree.XMLSyntaxError):
             return
         for bundle in self.bundles:
-            active = sum(r.active for r in self.cl.replicas(bundle, mon))
+            replicas = self.cl.replicas(bundle, mon)
+            active = sum(r.active for r in replicas)
             self.fewest[bundle] = min(self.fewest.get(bundle, active), active)
+            up = {r.node for r in replicas if r.active and r.node}
+            for node in self.cl.names:
+                was = self._up.get((bundle, node))
+                if was and node not in up:
+                    per = self.stops.setdefault(bundle, {})
+                    per[node] = per.get(node, 0) + 1
+                self._up[(bundle, node)] = node in up
         self.rounds += 1
 
     def _run(self) -> None:
@@ -632,10 +650,7 @@ def dependent(st: Stack) -> Iterator[None]:
     with cl.guarded_bundle(DEP, DEP_FLOATING, st.ref(OLD)):
         cl.run(ON, ["pcs", "constraint", "order", "start", THREE, "then", "start", DEP])
         wait_idle(cl)
-        try:
-            yield
-        finally:
-            heal(st, DEP, OLD)
+        yield
 
 
 def test_a_release_updates_its_bundles_node_by_node_each_replica_once(stack: Stack) -> None:
@@ -667,15 +682,17 @@ def test_a_release_updates_its_bundles_node_by_node_each_replica_once(stack: Sta
             f"{DEP_SERVICE}={st.ref(new[DEP])}",
         )
         where = {b: placement(cl, b) for b in ours}
-        with Down(cl, ours) as down, Sampler(cl, ours, interval=0.1) as sampler:
+        with Down(cl, ours) as down, Sampler(cl, ours) as sampler:
             out = run_pcmkimg(st, *args, "--all")
         assert out.returncode == 0, said(out)
         doc = json.loads(out.stdout)
         nodes = doc["report"]["nodes"]
         assert sorted(n["node"] for n in nodes) == cl.names, nodes
         wait_idle(cl)
-        # Never more than one replica of a bundle down at once.
+        # Never more than one replica of a bundle down at once; DEP's replica went down once
+        # on each node (crm_mon every 0.1 s; the containers below say the same).
         assert down.rounds > 10 and down.fewest == {THREE: 2, PAIR: 1, DEP: 2}, down.fewest
+        assert down.stops.get(DEP) == {n: 1 for n in cl.names}, down.stops
         expected = 0
         for bundle, service in ((THREE, THREE_SERVICE), (PAIR, PAIR_SERVICE), (DEP, DEP_SERVICE)):
             target = st.id_of(new[bundle])
@@ -752,3 +769,96 @@ def test_a_release_with_a_broken_image_puts_the_failed_node_back_whole(stack: St
     finally:
         heal(st, PAIR, OLD)
         heal(st, THREE)
+
+
+def test_a_release_interrupted_leaves_no_ban_past_its_lifetime_and_a_rerun_converges(
+    stack: Stack,
+) -> None:
+    """The fault injection of a single update (test_fault_injection_live), on a release of
+    THREE and PAIR, at two seeded moments: SIGKILL with a node's restart holds in place (what
+    is left lapses within its lifetime: the timeout plus a quarter, at least 5 s), SIGTERM
+    while a replica of that node is down (nothing left: no ban, no pin, no lease). After each,
+    the plain re-run exits 0 with every replica of both bundles on its new image, no
+    constraint or pin of ours, no lease."""
+    st, cl = stack, stack.cl
+    settled(st)
+    heal(st, PAIR, OLD)
+    rng = random.Random(faults.SEED)
+    r = pm.Runner(prefix=tuple(cl.node(ON).enter()))
+    timeout = 60
+    lifetime = timeout + max(5, timeout / 4)
+
+    def ours(config: Any) -> list[str]:
+        found = [c.id for c in cib.cli_constraints(config) if c.resource in (THREE, PAIR)]
+        return (
+            found
+            + restart.pinned_bundles(config)
+            + ([restart.DEFAULTS_PIN] if restart.defaults_pinned(config) else [])
+        )
+
+    def holds_placed(run: faults.Run) -> bool:
+        return run.said(" together ") and bool(ours(pm.query_cib(r)))
+
+    def replica_down(run: faults.Run) -> bool:
+        if not run.said(" together "):
+            return False
+        node = faults.first_node(run)
+        state = pm.status(r)
+        return any(
+            before[b][node] and ((rep := state.replica_on(b, node)) is None or not rep.active)
+            for b in (THREE, PAIR)
+        )
+
+    for sig, trigger in ((signal.SIGKILL, holds_placed), (signal.SIGTERM, replica_down)):
+        before = {b: containers(cl, b) for b in (THREE, PAIR)}
+        pair_on = next(n for n in cl.names if before[PAIR][n])
+        new = {
+            THREE: other_image(st, THREE_FLOATING, ON),
+            PAIR: other_image(st, PAIR_FLOATING, pair_on),
+        }
+        args = (
+            "update",
+            f"{THREE_SERVICE}={st.ref(new[THREE])}",
+            f"{PAIR_SERVICE}={st.ref(new[PAIR])}",
+            "--all",
+            "--timeout",
+            str(timeout),
+        )
+        run = faults.spawn(cl, ON, *args)
+        try:
+            deadline = time.monotonic() + 180
+            while not trigger(run) and run.child.poll() is None:
+                assert time.monotonic() < deadline, run.text()
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 0.3))
+            killed_at = time.time()
+            run.child.send_signal(sig)
+            code = run.child.wait(120)
+        finally:
+            if run.child.poll() is None:
+                run.child.kill()
+                run.child.wait(30)
+        assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 143), (code, run.text())
+        config = pm.query_cib(r)
+        if sig == signal.SIGKILL:  # what is left lapses within its lifetime
+            ends = [
+                el.get("end", "")
+                for el in config.iter("date_expression")
+                if "pcmkimg" in el.get("id", "")
+            ]
+            assert ends, ours(config)
+            for end in ends:
+                lapse = datetime.strptime(end, "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=timezone.utc)
+                assert lapse.timestamp() <= killed_at + lifetime + 2, (end, killed_at)
+        else:  # SIGTERM cleans up at once
+            assert ours(config) == [] and attribute(cl, LEASE) is None, (ours(config), run.text())
+        again = faults.rerun(cl, ON, args, timeout=300)
+        assert again.returncode == 0, again.stderr[-4000:]
+        wait_idle(cl)
+        for bundle in (THREE, PAIR):
+            target = st.id_of(new[bundle])
+            assert set(floating_ids(cl, FLOATING_OF[bundle]).values()) == {target}
+            running = {img for c in containers(cl, bundle).values() for _, img in c.values()}
+            assert running == {target}, observed(st, THREE, PAIR)
+        config = pm.query_cib(r)
+        assert ours(config) == [] and attribute(cl, LEASE) is None, ours(config)
