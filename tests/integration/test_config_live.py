@@ -7,7 +7,12 @@ item 8, "Live, on the sandbox"), each on the session's sandbox cluster:
 - a failing start on a 2-of-3 bundle: exit 6, the replica back in place on the previous image,
   the spare node untouched (its floating name not moved), no ban, no lease;
 - the cluster's ``maintenance-mode=true``: refused at preflight (exit 3, one error line naming
-  maintenance mode), nothing retagged anywhere, no ``retag`` in the journal.
+  maintenance mode), nothing retagged anywhere, no ``retag`` in the journal;
+- a release (issue 20) of THREE, PAIR and DEP (a third bundle, ordered after THREE, for that
+  test alone): each replica restarted exactly once, never more than one replica of a bundle
+  down; a broken image for one bundle puts the failed node back whole; a release killed
+  (SIGKILL, SIGTERM) at seeded moments leaves nothing past its lifetime and its re-run
+  converges.
 
 Two guarded bundles are shared by the module: THREE (3 replicas) and PAIR (2 replicas on 3
 nodes), both on ``ns1/svc:1.0``; each is the "other bundle" that must not move while the
