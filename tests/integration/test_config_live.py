@@ -648,14 +648,28 @@ def test_maintenance_mode_is_refused_at_preflight_and_nothing_is_retagged(stack:
 
 @contextlib.contextmanager
 def dependent(st: Stack) -> Iterator[None]:
-    """DEP: a guarded 3-of-3 bundle ordered after THREE (``pcs constraint order start THREE
-    then start DEP``; both interleaved, as ``guard add`` makes them: OpenStack's shape), for
-    the release test alone (a single-service update of THREE would restart it too)."""
+    """DEP: a 3-of-3 bundle ordered after THREE (``pcs constraint order start THREE then start
+    DEP``), both interleaved (THREE by its guard, DEP by its meta attribute: OpenStack's shape),
+    for the release test alone (a single-service update of THREE would restart it too). No
+    guard: a release does not need one, and the test saves its wiring."""
     cl = st.cl
-    with cl.guarded_bundle(DEP, DEP_FLOATING, st.ref(OLD)):
+    cl.seed(st.ref(OLD), DEP_FLOATING)
+    create = ["pcs", "resource", "bundle", "create", DEP, "container", "podman"]
+    try:
+        cl.run(ON, [*create, f"image={DEP_FLOATING}", "replicas=3", "network=host", "--disabled"])
+        cl.run(ON, ["crm_resource", "--resource", DEP, "--meta", "--set-parameter", "interleave",
+                    "--parameter-value", "true"])  # fmt: skip
         cl.run(ON, ["pcs", "constraint", "order", "start", THREE, "then", "start", DEP])
+        cl.run(ON, ["pcs", "resource", "enable", DEP])
         wait_idle(cl)
         yield
+    finally:
+        cl.run(ON, ["pcs", "resource", "delete", DEP, "--force"], check=False, timeout=180)
+        cl.run(ON, ["crm_resource", "--cleanup", "--resource", DEP], check=False)
+        previous = DEP_FLOATING.rsplit(":", 1)[0] + ":pcmkprevious"
+        for node in cl.names:
+            cl.podman(node, "rmi", DEP_FLOATING, previous, check=False)
+        wait_idle(cl)
 
 
 def test_a_release_updates_its_bundles_node_by_node_each_replica_once(stack: Stack) -> None:
