@@ -66,6 +66,7 @@ class Run:
 @contextlib.contextmanager
 def bundles(cl: Cluster, registry: str) -> Iterator[None]:
     """The four bundles, guarded, every image of them pulled on every node; removed after."""
+    cl.stateful_images()  # built and pushed on first use
     for paths in IMAGES.values():
         for path in paths:
             for node in cl.names:

@@ -804,7 +804,7 @@ def test_a_release_interrupted_leaves_no_ban_past_its_lifetime_and_a_rerun_conve
     heal(st, PAIR, OLD)
     rng = random.Random(faults.SEED)
     r = pm.Runner(prefix=tuple(cl.node(ON).enter()))
-    timeout = 60
+    timeout = 120  # the re-run restarts with it too: room for a loaded CI machine
     lifetime = timeout + max(5, timeout / 4)
 
     def ours(config: Any) -> list[str]:
