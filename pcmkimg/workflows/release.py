@@ -200,7 +200,13 @@ def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, 
     if removed:
         for cid in removed:
             ctx.say(f"removed {cid}, left behind by an earlier restart")
-        ctx.cluster.settle(next(iter(updaters.values())).timeout)
+        # The replicas those held off come back now. crm_resource --wait computes what is
+        # left to do itself: the DC may still look idle just after the change (seen on
+        # Pacemaker 3.0 under load: a replica still stopped when the first node's restart
+        # placed its holds, after which it started in the restarted replica's place).
+        timeout = next(iter(updaters.values())).timeout
+        ctx.cluster.wait(timeout)
+        ctx.cluster.settle(timeout)
         cluster = ctx.cluster.read_cluster()
     problems: list[str] = []
     for item in the_plan.items:

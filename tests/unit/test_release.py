@@ -338,3 +338,16 @@ def test_a_node_that_fails_its_soak_puts_both_replicas_back_in_one_restart(
     for b in FLOAT:
         assert store.names[fakes.key(FLOAT[b])] == OLD[b]
         assert store.image_of(container_of("controller-0", b)) == OLD[b]
+
+
+def test_leftover_holds_removed_then_the_cluster_waited_for_before_the_baseline(
+    tmp_path: Path,
+) -> None:
+    """What a killed run left is removed, then ``crm_resource --wait`` (the fake's ("wait",))
+    and the settle (another) before the cluster is read again: a DC that still looks idle
+    just after the change must not let the baseline miss a replica coming back."""
+    cluster = cluster_of(stores())
+    cluster.own_bans = ["cli-ban-galera-bundle-on-controller-0"]
+    wf.run(context(cluster, journal_dir=tmp_path), request())
+    at = cluster.events.index(("removed-bans", "cli-ban-galera-bundle-on-controller-0"))
+    assert cluster.events[at + 1 : at + 3] == [("wait",), ("wait",)]
