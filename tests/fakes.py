@@ -236,7 +236,7 @@ class FakeHolds:
         self.events = events
         self.placed = False
 
-    def place(self, nodes: Sequence[str]) -> None:
+    def place(self, nodes: Sequence[str], bundle_id: str | None = None) -> None:
         self.placed = True
         self.events.append(("hold", *nodes))
 
@@ -473,6 +473,27 @@ class FakeCluster:
             raise exc
         store.stop(container_of(node, bundle_id))
         self._start_on(store, bundle_id, node)
+
+    def restart_replicas(
+        self,
+        bundle_ids: Sequence[str],
+        node: str,
+        timeout: float,
+        *,
+        holds: FakeHolds | None = None,
+    ) -> None:
+        """The replicas of ``bundle_ids`` on ``node`` restarted together: the event
+        ("together", node, bundles...), then each one's as :meth:`restart_replica`'s (the
+        first error raised after every replica was handled)."""
+        self.events.append(("together", node, *bundle_ids))
+        errors = []
+        for bundle_id in bundle_ids:
+            try:
+                self.restart_replica(bundle_id, node, timeout, holds=holds)
+            except PcmkimgError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
     def remove_own_bans(self, bundle_id: str, config: cib.Element | None = None) -> list[str]:
         assert bundle_id in self.bundles

@@ -430,71 +430,107 @@ def remove_own_bans(runner: Runner, resource: str, config: cib.Element | None = 
 
 @dataclass
 class Holds:
-    """What keeps the restarts of one bundle's replica in place, as placed in the CIB: our
-    bans (on the replica's node while it stops, and on every node where the stopped replica
-    could start instead) and the bundle's pin (every other replica stays where it is, whatever
+    """What keeps the restarts of replicas in place, as placed in the CIB: our bans (on the
+    replicas' node while they stop, and on every node where a stopped replica could start
+    instead) and the pins of their bundles (every other replica stays where it is, whatever
     the stickiness), each with the lifetime :attr:`end`. Removed by id (:meth:`release`).
 
-    A restart places them and, when the replica is active on its node again, releases them.
-    When it fails, only the ban on the node goes: the holds and the pin stay until whoever
-    gave the Holds (the update's node step) has rolled back, so that the replica can only
-    come back on its own node (a failed start's fail-count would send it elsewhere)."""
+    One bundle's (``bundle_id``: :meth:`place`, :meth:`unban`) or, for the replicas of
+    several bundles on one node restarted together, several bundles' (:meth:`place_all`,
+    :meth:`unban_all`): every placement is one CIB change with all of them, and so is every
+    removal.
+
+    A restart places them and, when the replicas are active on their node again, releases
+    them. When it fails, only the bans on the node go: the holds and the pins stay until
+    whoever gave the Holds (the update's node step) has rolled back, so that the replicas can
+    only come back on their own node (a failed start's fail-count would send them elsewhere)."""
 
     runner: Runner
     bundle_id: str
     timeout: float
     end: str = ""
-    banned: list[str] = field(default_factory=list)
-    pinned: bool = False
+    bans: dict[str, list[str]] = field(default_factory=dict)
+    """bundle -> the nodes where it is banned."""
+    pins: list[str] = field(default_factory=list)
+    """The bundles pinned (with any, the defaults' pin too)."""
+
+    @property
+    def banned(self) -> list[str]:
+        """The nodes where ``bundle_id`` is banned."""
+        return self.bans.get(self.bundle_id, [])
+
+    @property
+    def pinned(self) -> bool:
+        return bool(self.pins)
 
     @property
     def placed(self) -> bool:
-        return bool(self.banned) or self.pinned
+        return any(self.bans.values()) or self.pinned
 
-    def place(self, nodes: Sequence[str]) -> None:
-        """One CIB write: bans on ``nodes`` (those already placed again) and the pin, all with
-        a lifetime of the timeout (plus a margin) from now."""
+    def place(self, nodes: Sequence[str], bundle_id: str | None = None) -> None:
+        """One CIB write: bans of ``bundle_id`` (default: the Holds') on ``nodes`` and its
+        pin, written again with everything already placed, all with a lifetime of the
+        timeout (plus a margin) from now."""
+        self.place_all({bundle_id or self.bundle_id: nodes})
+
+    def place_all(self, per_bundle: Mapping[str, Sequence[str]]) -> None:
+        """:meth:`place` for several bundles (bundle -> nodes) in one CIB write."""
         self.end = restart.lifetime_end(datetime.now(timezone.utc), self.timeout)
-        wanted = list(dict.fromkeys([*self.banned, *nodes]))
         # Recorded before the call: an interrupted call may have written.
-        self.banned, self.pinned = wanted, True
-        xml = restart.holds_xml(self.bundle_id, wanted, self.end, pin=True)
+        for bundle_id, nodes in per_bundle.items():
+            self.bans[bundle_id] = list(dict.fromkeys([*self.bans.get(bundle_id, []), *nodes]))
+            if bundle_id not in self.pins:
+                self.pins.append(bundle_id)
+        xml = restart.group_holds_xml(self.bans, self.pins, self.end)
         self.runner.run(["cibadmin", "--modify", "--scope", "configuration", "--xml-text", xml])
 
-    def unban(self, node: str) -> None:
-        """Remove the ban on ``node`` (the holds elsewhere and the pin stay)."""
-        if node in self.banned:
-            remove_ban(self.runner, self.bundle_id, node)
-            self.banned.remove(node)
+    def unban(self, node: str, bundle_id: str | None = None) -> None:
+        """Remove the ban of ``bundle_id`` (default: the Holds') on ``node`` (the holds
+        elsewhere and the pins stay)."""
+        bundle_id = bundle_id or self.bundle_id
+        if node in self.bans.get(bundle_id, []):
+            self._remove({bundle_id: [node]}, [])
+
+    def unban_all(self, node: str) -> None:
+        """Remove the ban of every bundle on ``node``, in one CIB change."""
+        self._remove({b: [node] for b, nodes in self.bans.items() if node in nodes}, [])
+
+    def _remove(self, bans: Mapping[str, Sequence[str]], pins: Sequence[str]) -> None:
+        """One CIB change removing ``bans`` (bundle -> nodes) and the pins of ``pins`` (with
+        the defaults' pin), by id: a single ban by ``cibadmin --delete``, more at once by
+        ``cibadmin --delete-all --xpath`` (``--force``: cibadmin asks it of every delete-all;
+        no read, no version to race with the status updates of a restart). What was removed
+        is forgotten."""
+        items = [(b, n) for b, nodes in bans.items() for n in nodes]
+        if not items and not pins:
+            return
+        if len(items) == 1 and not pins:
+            remove_ban(self.runner, *items[0])
+        else:
+            xpath = restart.removal_xpath(bans, pins)
+            self.runner.run(["cibadmin", "--delete-all", "--force", "--xpath", xpath])
+        for bundle_id, node in items:
+            self.bans[bundle_id].remove(node)
+        self.pins = [b for b in self.pins if b not in pins]
 
     def release(self, *, interrupted: bool = False) -> None:
-        """Remove every ban and the pin; each is tried, and :class:`BanNotRemovedError` names
+        """Remove every ban and pin, in one CIB change; :class:`BanNotRemovedError` names
         every one left (with the command that removes it)."""
-        left: list[tuple[str, list[str], PacemakerError]] = []
-        for node in list(self.banned):
-            try:
-                self.unban(node)
-            except PacemakerError as exc:
-                argv = cmd.clear_ban(self.bundle_id, node)
-                left.append((ban_id(self.bundle_id, node), argv, exc))
-        if self.pinned:
-            pins = (
-                (restart.pin_id(self.bundle_id), lambda: remove_pin(self.runner, self.bundle_id)),
-                (restart.DEFAULTS_PIN, lambda: remove_defaults_pin(self.runner)),
-            )
-            for pid, remove in pins:
-                try:
-                    remove()
-                except PacemakerError as exc:
-                    left.append((pid, cmd.delete_meta_set(pid), exc))
-            self.pinned = any(pid in (i for i, _, _ in left) for pid, _ in pins)
-        if left:
+        bans = {b: list(nodes) for b, nodes in self.bans.items() if nodes}
+        pins = list(self.pins)
+        try:
+            self._remove(bans, pins)
+        except PacemakerError as exc:
+            left = [(ban_id(b, n), cmd.clear_ban(b, n)) for b, nodes in bans.items() for n in nodes]
+            left += [(restart.pin_id(b), cmd.delete_meta_set(restart.pin_id(b))) for b in pins]
+            if pins:
+                left.append((restart.DEFAULTS_PIN, cmd.delete_meta_set(restart.DEFAULTS_PIN)))
             raise BanNotRemovedError(
-                f"{', '.join(i for i, _, _ in left)} could not be removed"
+                f"{', '.join(i for i, _ in left)} could not be removed"
                 + (" after an interruption" if interrupted else "")
-                + f" (in force until {self.end}): {left[0][2].message}",
-                "; ".join(cmd.quoted(argv) for _, argv, _ in left),
-            ) from left[0][2]
+                + f" (in force until {self.end}): {exc.message}",
+                "; ".join(cmd.quoted(argv) for _, argv in left),
+            ) from exc
 
 
 @contextlib.contextmanager
@@ -575,29 +611,45 @@ def restart_replica(
     ``holds``: the caller's (see :func:`holding`), kept on failure for its rollback, all but
     the ban on ``node``; without it, everything placed is removed on every exit path.
     """
+    (report,) = restart_replicas(runner, [bundle_id], node, timeout, poll=poll, holds=holds)
+    return report
+
+
+def restart_replicas(
+    runner: Runner,
+    bundle_ids: Sequence[str],
+    node: str,
+    timeout: float = 120,
+    *,
+    poll: float = POLL,
+    holds: Holds | None = None,
+) -> list[RestartReport]:
+    """:func:`restart_replica` of the replicas of several bundles on ``node`` together: their
+    holds placed in one CIB write, their bans on ``node`` lifted together once every one is
+    stopped, the rest once every one is active there again (one CIB change each; see
+    :func:`~pcmkimg.core.restart.judge_group`). Pacemaker stops and starts them in its own
+    order: a bundle ordered after another one of them restarts once. At most one replica of
+    each bundle is down (the one on ``node``). The reports in the order of ``bundle_ids``."""
     _need_live(runner, "a replica restart")
     config = query_cib(runner)
     before = status(runner)
-    replica = restart.check_restartable(config, before, bundle_id, node)
-    bundle = cib.bundle(config, bundle_id)
-    mine = holds is not None and holds.placed
-    others = restart.hold_nodes(before, bundle_id, node)
-    if not mine:
-        restart.check_no_bans(config, bundle_id, [node, *others], pin=True)
-    fix = (
-        f"fix the cause on {node} (e.g. its image), then {cmd.quoted(cmd.cleanup(bundle_id, node))}"
-    )
+    group = []
+    for bundle_id in bundle_ids:
+        replica = restart.check_restartable(config, before, bundle_id, node)
+        others = restart.hold_nodes(before, bundle_id, node)
+        group.append((cib.bundle(config, bundle_id), replica, others))
+    if not (holds is not None and holds.placed):
+        for bundle, _, others in group:
+            restart.check_no_bans(config, bundle.id, [node, *others], pin=True)
     if holds is None:
-        with holding(runner, bundle_id, timeout) as own:
-            return _restart(runner, own, bundle, replica, node, others, before, fix, timeout, poll)
+        with holding(runner, bundle_ids[0], timeout) as own:
+            return _restart(runner, own, group, node, before, timeout, poll)
     with sigterm_raises():
         try:
-            return _restart(
-                runner, holds, bundle, replica, node, others, before, fix, timeout, poll
-            )
+            return _restart(runner, holds, group, node, before, timeout, poll)
         except BaseException:
             with signals_held(), contextlib.suppress(PacemakerError):
-                holds.unban(node)  # the replica may come back here; the rest stays (the
+                holds.unban_all(node)  # the replicas may come back here; the rest stays (the
                 # holding scope tries again, and says it, if this fails)
             raise
 
@@ -605,42 +657,45 @@ def restart_replica(
 def _restart(
     runner: Runner,
     holds: Holds,
-    bundle: cib.Bundle,
-    replica: cib.ReplicaStatus,
+    group: Sequence[tuple[cib.Bundle, cib.ReplicaStatus, Sequence[str]]],
     node: str,
-    others: Sequence[str],
     before: cib.ClusterStatus,
-    fix: str,
     timeout: float,
     poll: float,
-) -> RestartReport:
-    """The watch of :func:`restart_replica`, its holds placed first."""
-    bundle_id = bundle.id
+) -> list[RestartReport]:
+    """The watch of :func:`restart_replicas`, its holds placed first."""
+    names = ", ".join(bundle.id for bundle, _, _ in group)
+    replicas = [(bundle, replica) for bundle, replica, _ in group]
     started = time.monotonic()
     marks: dict[str, float] = {}
-    holds.place([node, *others])
+    holds.place_all({bundle.id: [node, *others] for bundle, _, others in group})
     phase: restart.Phase = "stopping"
     while True:
         state = status(runner)
         idle = None
         if phase in ("settling", "settled") and state.dc:
             idle = controller_idle(runner, state.dc)
-        verdict = restart.judge(
-            phase, restart.Seen(state, idle), before.failures, bundle, replica, node
+        verdict = restart.judge_group(
+            phase, restart.Seen(state, idle), before.failures, replicas, node
+        )
+        failed = verdict.bundle or names
+        fix = (
+            f"fix the cause on {node} (e.g. its image), then "
+            f"{cmd.quoted(cmd.cleanup(failed, node))}"
         )
         if verdict.failures:
             raise RestartFailedError(
-                f"restart of {bundle_id} on {node} failed: {_describe(verdict.failures)}",
+                f"restart of {failed} on {node} failed: {_describe(verdict.failures)}",
                 fix,
                 failures=verdict.failures,
             )
         if verdict.failed:
-            raise RestartFailedError(f"restart of {bundle_id} on {node}: {verdict.failed}", fix)
+            raise RestartFailedError(f"restart of {failed} on {node}: {verdict.failed}", fix)
         if verdict.phase != phase or verdict.act:
-            trace.note(f"restart {bundle_id} on {node}: {phase} -> {verdict.phase} {verdict.act}")
+            trace.note(f"restart {names} on {node}: {phase} -> {verdict.phase} {verdict.act}")
         if verdict.act == "unban":
             marks["stopped"] = time.monotonic() - started
-            holds.unban(node)
+            holds.unban_all(node)
         elif verdict.act == "release":
             marks["active"] = time.monotonic() - started
             holds.release()
@@ -649,22 +704,24 @@ def _restart(
             break
         if time.monotonic() - started > timeout:
             raise PacemakerTimeoutError(
-                f"restart of {bundle_id} on {node} did not finish within {timeout:g}s "
-                f"(still {phase})",
+                f"restart of {names} on {node} did not finish within {timeout:g}s (still {phase})",
                 f"check {cmd.quoted(cmd.cluster_state())}; the constraints are removed",
                 argv=["crm_mon"],
                 rc=RC_TIMEOUT,
             )
         time.sleep(poll)
-    return RestartReport(
-        bundle=bundle_id,
-        node=node,
-        replica=replica.replica,
-        container=replica.container_id,
-        seconds=round(time.monotonic() - started, 3),
-        stopped_after=round(marks.get("stopped", 0.0), 3),
-        active_after=round(marks.get("active", 0.0), 3),
-    )
+    return [
+        RestartReport(
+            bundle=bundle.id,
+            node=node,
+            replica=replica.replica,
+            container=replica.container_id,
+            seconds=round(time.monotonic() - started, 3),
+            stopped_after=round(marks.get("stopped", 0.0), 3),
+            active_after=round(marks.get("active", 0.0), 3),
+        )
+        for bundle, replica in replicas
+    ]
 
 
 # --------------------------------------------------------------------------- snapshot
@@ -806,6 +863,16 @@ class Pacemaker:
         self, bundle_id: str, node: str, timeout: float, *, holds: Holds | None = None
     ) -> RestartReport:
         return restart_replica(self.runner, bundle_id, node, timeout, holds=holds)
+
+    def restart_replicas(
+        self,
+        bundle_ids: Sequence[str],
+        node: str,
+        timeout: float,
+        *,
+        holds: Holds | None = None,
+    ) -> list[RestartReport]:
+        return restart_replicas(self.runner, bundle_ids, node, timeout, holds=holds)
 
     def remove_own_bans(self, bundle_id: str, config: cib.Element | None = None) -> list[str]:
         return remove_own_bans(self.runner, bundle_id, config)

@@ -13,14 +13,16 @@ digest that contradicts the reference's own is bad input (naming the service).
 
 :func:`plan_release` orders the nodes (as a single-service update does, over every bundle of the
 release: nodes with active replicas first, those that host a promoted instance last, nodes
-without a replica last) and, on each node, the services: a bundle ordered after another one of
-the release (an ``rsc_order`` between them) comes after it, so that restarting the first
-restarts the second on that node with its new image already behind its name, once.
+without a replica last; among the nodes hosting promoted instances, the order that moves
+promotions the fewest times: :func:`order_promoted`) and, on each node, the services: a bundle
+ordered after another one of the release (an ``rsc_order`` between them) comes after it. The
+node's replicas restart together, and Pacemaker restarts them in that order, each once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pcmkimg.core import cib, naming, plan
@@ -124,12 +126,81 @@ class NodeTurn:
 
 
 @dataclass(frozen=True)
+class PromotionMove:
+    """A promoted instance that a node's turn restarts: its promotion moves off ``node`` to
+    another replica of the bundle. ``again``: the nodes restarted after it that run a
+    replica of the bundle, where Pacemaker may put the promotion and so move it again."""
+
+    service: str
+    node: str
+    again: tuple[str, ...] = ()
+
+    @property
+    def worst(self) -> int:
+        """The most times this promotion may move during the release."""
+        return 1 + len(self.again)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"service": self.service, "node": self.node, "may_move_again_on": list(self.again)}
+
+    def text(self) -> str:
+        later = f", and may move again on {', '.join(self.again)}" if self.again else ""
+        return f"{self.service}'s promotion moves off {self.node}{later}"
+
+
+def promotion_moves(
+    order: Sequence[str],
+    active: Mapping[str, Collection[str]],
+    promoted: Mapping[str, Collection[str]],
+) -> list[PromotionMove]:
+    """The promotions that the turns of ``order`` move: a service promoted on a node (of
+    ``promoted``: service -> nodes) whose replica restarts in its turn moves off it, and may
+    move again on each later node of ``order`` where the service has an active replica
+    (``active``: service -> nodes)."""
+    moves = []
+    for i, node in enumerate(order):
+        for service, nodes in promoted.items():
+            if node in nodes:
+                later = tuple(n for n in order[i + 1 :] if n in active.get(service, ()))
+                moves.append(PromotionMove(service, node, later))
+    return moves
+
+
+MAX_PERMUTED = 6
+"""The most nodes with promoted instances whose order is searched (6! = 720 orders); beyond
+that they keep their order by name."""
+
+
+def order_promoted(
+    nodes: Sequence[str],
+    active: Mapping[str, Collection[str]],
+    promoted: Mapping[str, Collection[str]],
+) -> list[str]:
+    """``nodes`` (those that host promoted instances, restarted last: the nodes restarted
+    before them are already updated) in the order that moves promotions the fewest times in
+    the worst case (:func:`promotion_moves`): a promotion restarted away from a node should
+    land on a node already updated, not on one restarted after it. Among equal orders, the
+    given one (the first in the order of ``nodes``)."""
+    if len(nodes) > MAX_PERMUTED:
+        return list(nodes)
+    best = list(nodes)
+    cost = sum(m.worst for m in promotion_moves(best, active, promoted))
+    for candidate in itertools.permutations(nodes):
+        worst = sum(m.worst for m in promotion_moves(candidate, active, promoted))
+        if worst < cost:
+            best, cost = list(candidate), worst
+    return best
+
+
+@dataclass(frozen=True)
 class ReleasePlan:
     items: tuple[Item, ...]
     turns: tuple[NodeTurn, ...]
     restart: bool = True
     pulls: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """node -> the distinct references pulled there (each once)."""
+    promotions: tuple[PromotionMove, ...] = ()
+    """The promotions the release moves, in the order of the turns."""
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -153,7 +224,8 @@ class ReleasePlan:
             how = []
             for service in turn.services:
                 if service in turn.restart and self.restart:
-                    role = " (promoted: the promotion moves)" if service in turn.promoted else ""
+                    move = self.promotion(service, turn.node)
+                    role = f" (promoted: {move.text()})" if move else ""
                     how.append(f"{service} retag+restart{role}")
                 else:
                     how.append(f"{service} retag only")
@@ -163,7 +235,13 @@ class ReleasePlan:
                 "services on failure"
             )
         out.append(f"{len(self.turns) + 4:>2}. release the update lease")
+        if self.restart:
+            moved = "; ".join(m.text() for m in self.promotions) or "none"
+            out.append(f"promotions that move (unless the replica already runs its image): {moved}")
         return out
+
+    def promotion(self, service: str, node: str) -> PromotionMove | None:
+        return next((m for m in self.promotions if (m.service, m.node) == (service, node)), None)
 
 
 def restart_order(
@@ -237,9 +315,18 @@ def plan_release(
             return (1 if any(f.promoted for f in per) else 0, node)
         return (2 if any(f.failed_start for f in per) else 3, node)
 
+    order = sorted(chosen, key=rank)
+    services = [i.bundle.service for i in items]
+    facts_of = [(n, s, by_node[n].get(s)) for n in order for s in services]
+    active = {s: {n for n, t, f in facts_of if t == s and f and f.active} for s in services}
+    promoted = {s: {n for n, t, f in facts_of if t == s and f and f.promoted} for s in services}
+    last = [n for n in order if rank(n)[0] == 1]
+    if last:
+        at = order.index(last[0])
+        order[at : at + len(last)] = order_promoted(last, active, promoted)
     turns = []
     pulls: dict[str, tuple[str, ...]] = {}
-    for node in sorted(chosen, key=rank):
+    for node in order:
         per = by_node[node]
         here = [i.bundle.service for i in items if per[i.bundle.service].can_run]
         ordered = restart_order(here, bundles, cluster.config)
@@ -253,4 +340,5 @@ def plan_release(
         )
         refs = [str(i.entry.image) for i in items if i.bundle.service in here]
         pulls[node] = tuple(dict.fromkeys(refs))
-    return ReleasePlan(items, tuple(turns), restart, pulls)
+    moves = promotion_moves(order, active, promoted)
+    return ReleasePlan(items, tuple(turns), restart, pulls, tuple(moves))

@@ -10,7 +10,8 @@ whoever asks for a restart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Literal
@@ -233,14 +234,39 @@ def holds_xml(bundle_id: str, nodes: Sequence[str], end: str, *, pin: bool) -> s
     :func:`bans_xml` and, with ``pin``, the bundle's pin (:func:`pin_element`) and the
     defaults' (:func:`defaults_pin_element`), all with the lifetime ``end`` (written again,
     an existing one gets the new end)."""
+    return group_holds_xml({bundle_id: nodes}, [bundle_id] if pin else [], end)
+
+
+def group_holds_xml(bans: Mapping[str, Sequence[str]], pins: Sequence[str], end: str) -> str:
+    """:func:`holds_xml` of several bundles in one ``<configuration>`` (one CIB change): the
+    bans of each bundle on its nodes (``bans``: bundle -> nodes), the pin of each bundle of
+    ``pins`` and, with any pin, the defaults' pin; all with the lifetime ``end``."""
     configuration = etree.Element("configuration")
     constraints = etree.SubElement(configuration, "constraints")
-    for node in nodes:
-        constraints.append(ban_element(bundle_id, node, end))
-    if pin:
-        etree.SubElement(configuration, "resources").append(pin_element(bundle_id, end))
+    for bundle_id, nodes in bans.items():
+        for node in nodes:
+            constraints.append(ban_element(bundle_id, node, end))
+    if pins:
+        resources = etree.SubElement(configuration, "resources")
+        for bundle_id in pins:
+            resources.append(pin_element(bundle_id, end))
         configuration.append(defaults_pin_element(end))
     return etree.tostring(configuration, encoding="unicode")
+
+
+def removal_xpath(bans: Mapping[str, Sequence[str]], pins: Sequence[str]) -> str:
+    """The XPath of one ``cibadmin --delete-all --xpath`` (one CIB change) that removes, by
+    id, the bans of ``bans`` (bundle -> nodes), the pins of ``pins`` and, with any pin, the
+    defaults' pin: what a restart placed, lifted together. Ids never hold a quote (Pacemaker
+    ids are XML IDs; node names with one are refused)."""
+    ids = [("rsc_location", ban_id(b, n)) for b, nodes in bans.items() for n in nodes]
+    ids += [("meta_attributes", pin_id(b)) for b in pins]
+    if pins:
+        ids.append(("meta_attributes", DEFAULTS_PIN))
+    for _, element_id in ids:
+        if "'" in element_id or '"' in element_id:
+            raise ValueError(f"an id with a quote cannot be named in an XPath: {element_id!r}")
+    return "|".join(f"//{tag}[@id='{element_id}']" for tag, element_id in ids)
 
 
 def own_bans(config: cib.Element, resource: str) -> list[str]:
@@ -337,6 +363,8 @@ class Verdict:
     act: Literal["", "unban", "release"] = ""
     failed: str = ""
     failures: tuple[cib.Failure, ...] = ()
+    bundle: str = ""
+    """The bundle whose replica failed (set by :func:`judge_group`)."""
 
 
 def judge(
@@ -384,3 +412,26 @@ def controller_idle(crmadmin: cib.Element) -> bool:
     """Whether ``crmadmin --status=NODE --output-as=xml`` shows the controller in S_IDLE."""
     states = [el.get("state") for el in crmadmin.iter() if el.get("state") is not None]
     return bool(states) and all(s == "S_IDLE" for s in states)
+
+
+def judge_group(
+    phase: Phase,
+    seen: Seen,
+    before: Sequence[cib.Failure],
+    replicas: Sequence[tuple[cib.Bundle, cib.ReplicaStatus]],
+    node: str,
+) -> Verdict:
+    """:func:`judge` for the replicas of several bundles on ``node`` restarted together: the
+    first failure of any fails them all; the group moves to the next phase (and makes its
+    constraint change, for all of them at once) only when every replica would. Their bans on
+    ``node`` are thus lifted together once every one is stopped (Pacemaker stops and starts
+    them in its own order: a bundle ordered after another one stops first and starts last,
+    once), and the rest once every one is active again. One replica: :func:`judge`."""
+    verdicts = [judge(phase, seen, before, b, r, node) for b, r in replicas]
+    for (bundle, _), verdict in zip(replicas, verdicts):
+        if verdict.failed:
+            return dataclasses.replace(verdict, bundle=bundle.id)
+    nexts = {v.phase for v in verdicts}
+    if len(nexts) == 1:
+        return verdicts[0]
+    return Verdict("settling" if phase in ("settling", "settled") else phase)

@@ -31,13 +31,13 @@ if TYPE_CHECKING:
 
 
 class HoldsPort(Protocol):
-    """What keeps the restarts of one bundle's replica in place (see
+    """What keeps the restarts of replicas in place (see
     :class:`pcmkimg.adapters.pacemaker.Holds`)."""
 
     @property
     def placed(self) -> bool: ...
 
-    def place(self, nodes: Sequence[str]) -> None: ...
+    def place(self, nodes: Sequence[str], bundle_id: str | None = None) -> None: ...
 
     def unban(self, node: str) -> None: ...
 
@@ -79,6 +79,10 @@ class ClusterPort(Protocol):
 
     def restart_replica(
         self, bundle_id: str, node: str, timeout: float, *, holds: Any = None
+    ) -> Any: ...
+
+    def restart_replicas(
+        self, bundle_ids: Sequence[str], node: str, timeout: float, *, holds: Any = None
     ) -> Any: ...
 
     def remove_own_bans(self, bundle_id: str, config: cib.Element | None = None) -> list[str]: ...

@@ -6,9 +6,9 @@ restart), each node in turn (see :func:`pcmkimg.core.release.plan_release` for t
 
 1. every other replica of every bundle of the release is as healthy as when the run started;
 2. every service's floating name is retagged there;
-3. its replicas restart in the services' order, each with the update's in-place restart (and
-   only when its container does not already run the new image: a bundle ordered after another
-   restarts with it, on its new image, and is not restarted again);
+3. its replicas whose container does not run the new image yet restart in one go (the
+   update's in-place restart over all of them: holds placed in one CIB change, lifted
+   together; Pacemaker restarts a bundle ordered after another one once, in its order);
 4. with ``--soak S`` they are watched S seconds (still active, no new failed operation, as many
    promoted instances);
 5. when anything fails there, every service moved on that node goes back to the image it ran
@@ -26,16 +26,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import pacemaker
-from pcmkimg.core import cib, plan, release, restart
+from pcmkimg.adapters.errors import BanNotRemovedError, RestartFailedError
+from pcmkimg.core import cib, lease, plan, release, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.errors import PreflightFailed, ReleaseFileError
 from pcmkimg.core.report import NodeResult
 from pcmkimg.core.tagplan import Retagged
-from pcmkimg.errors import UsageError
-from pcmkimg.workflows.context import Context
+from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.workflows.context import Context, HoldsPort
 from pcmkimg.workflows.errors import UpdateFailed
-from pcmkimg.workflows.update import Updater, one_of, outcome_document, reported_on_failure
+from pcmkimg.workflows.update import (
+    Undo,
+    Updater,
+    one_of,
+    outcome_document,
+    reported_on_failure,
+    roll_back_together,
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,10 @@ class ReleaseOutcome:
     report: ReleaseReport | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return outcome_document(self.plan, self.report)
+        return {
+            **outcome_document(self.plan, self.report),
+            "promotions": [m.as_dict() for m in self.plan.promotions],
+        }
 
 
 def _lines(req: ReleaseRequest) -> list[tuple[str, str]]:
@@ -193,7 +203,13 @@ def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, 
     if removed:
         for cid in removed:
             ctx.say(f"removed {cid}, left behind by an earlier restart")
-        ctx.cluster.settle(next(iter(updaters.values())).timeout)
+        # The replicas those held off come back now. crm_resource --wait computes what is
+        # left to do itself: the DC may still look idle just after the change (seen on
+        # Pacemaker 3.0 under load: a replica still stopped when the first node's restart
+        # placed its holds, after which it started in the restarted replica's place).
+        timeout = next(iter(updaters.values())).timeout
+        ctx.cluster.wait(timeout)
+        ctx.cluster.settle(timeout)
         cluster = ctx.cluster.read_cluster()
     problems: list[str] = []
     for item in the_plan.items:
@@ -236,63 +252,153 @@ def _turn(
     ids: dict[str, dict[str, str]],
     results: dict[str, NodeResult],
 ) -> None:
-    """One node's turn: check, retag every service, restart in order, soak; on failure every
-    service moved here goes back."""
+    """One node's turn: check, retag every service, restart the node's replicas together,
+    soak; on failure every service moved here goes back."""
     node = turn.node
     for service in turn.services:
         updaters[service].check_others(the_plan.item(service).bundle, node)
     before = ctx.cluster.status().failures
+    targets = {s: ids[str(the_plan.item(s).entry.image)][node] for s in turn.services}
     retags = {}
     for service in turn.services:
         item = the_plan.item(service)
-        target = ids[str(item.entry.image)][node]
         retags[service] = updaters[service].retag_node(
-            item.bundle, results[service], item.entry.image, target
+            item.bundle, results[service], item.entry.image, targets[service]
         )
-    done: list[str] = []
+    first = the_plan.item(turn.services[0]).bundle.id
     try:
+        # One holding scope for the node: the holds of a restart that fails stay until the
+        # rollback is done (the replicas can only come back here, on the previous images).
+        with ctx.cluster.holding(first, req.timeout) as holds:
+            try:
+                _restart_together(
+                    ctx, the_plan, turn, req, updaters, targets, retags, results, holds
+                )
+                if req.soak > 0 and req.restart:
+                    _soak(ctx, the_plan, turn, updaters, before, req.soak)
+            except (BanNotRemovedError, lease.LeaseError):
+                raise
+            except PcmkimgError as exc:
+                here = _roll_back(the_plan, turn, updaters, results, retags, targets, holds, exc)
+                if not here:
+                    raise UpdateFailed(
+                        f"release failed on {node}, which left the cluster during its restart "
+                        f"({exc.message}); the names of every service moved there were rolled "
+                        "back",
+                        f"bring {node} back into the cluster (its corosync, pacemaker and "
+                        f"network; {cmd.quoted(cmd.cluster_state())}): its replicas then start "
+                        "on the previous images; then run the release again; the nodes after "
+                        "it were not touched",
+                    ) from exc
+                raise UpdateFailed(
+                    f"release failed on {node}; every service moved there went back to its "
+                    f"previous image: {exc.message}",
+                    exc.fix,
+                ) from exc
+    except (BanNotRemovedError, lease.LeaseError) as exc:
+        # A ban left behind, or the lease lost to another process: no rollback now.
         for service in turn.services:
-            item = the_plan.item(service)
-            target = ids[str(item.entry.image)][node]
-            updaters[service].restart_node(
-                item.bundle, results[service], item.entry.image, target, req.restart,
-                retags[service],
-            )  # fmt: skip
-            done.append(service)
-        if req.soak > 0 and req.restart:
-            _soak(ctx, the_plan, turn, updaters, before, req.soak)
-    except (UpdateFailed, pacemaker.RestartFailedError) as exc:
-        _roll_back_the_rest(the_plan, turn, updaters, results, retags)
-        raise UpdateFailed(
-            f"release failed on {node}; every service moved there went back to its previous "
-            f"image: {exc.message}",
-            exc.fix,
-        ) from exc
+            res = results[service]
+            if res.result in ("pending",):
+                res.result = "failed"
+                updaters[service].record("failed", service=service, node=node, error=exc.one_line())
+        raise
 
 
-def _roll_back_the_rest(
+def _restart_together(
+    ctx: Context,
+    the_plan: release.ReleasePlan,
+    turn: release.NodeTurn,
+    req: ReleaseRequest,
+    updaters: dict[str, Updater],
+    targets: dict[str, str],
+    retags: dict[str, Retagged],
+    results: dict[str, NodeResult],
+    holds: HoldsPort,
+) -> None:
+    """The node's replicas whose container does not run its new image yet, restarted in one
+    go (their holds placed in one CIB change, lifted together: Pacemaker restarts a bundle
+    ordered after another one once, in its order), then each checked as a single update
+    checks its replica."""
+    node = turn.node
+    pending: dict[str, cib.ReplicaStatus] = {}
+    for service in turn.services:
+        bundle = the_plan.item(service).bundle
+        replica = updaters[service].prepare_restart(
+            bundle, results[service], targets[service], req.restart, retags[service], holds
+        )
+        if replica is not None:
+            pending[service] = replica
+    if not pending:
+        return
+    containers = ", ".join(r.container_id for r in pending.values())
+    ctx.say(f"{node}: restarting {containers} together (waiting up to {req.timeout:.0f}s)")
+    for service, replica in pending.items():
+        updaters[service].record(
+            "restart", service=service, node=node, container=replica.container_id
+        )
+        results[service].restarted = True
+    bundles = [the_plan.item(s).bundle.id for s in pending]
+    wall, started = time.time(), time.monotonic()
+    try:
+        if len(bundles) == 1:
+            ctx.cluster.restart_replica(bundles[0], node, req.timeout, holds=holds)
+        else:
+            ctx.cluster.restart_replicas(bundles, node, req.timeout, holds=holds)
+    finally:
+        for service in pending:
+            results[service].restart_seconds = round(time.monotonic() - started, 3)
+    for service, replica in pending.items():
+        bundle = the_plan.item(service).bundle
+        updater = updaters[service]
+        where = updater.after_restart(bundle, node, replica, results[service], wall)
+        updater.finish_restart(
+            bundle, results[service], targets[service], replica.container_id, where
+        )
+
+
+def _roll_back(
     the_plan: release.ReleasePlan,
     turn: release.NodeTurn,
     updaters: dict[str, Updater],
     results: dict[str, NodeResult],
     retags: dict[str, Retagged],
-) -> None:
-    """The services of the node that were not rolled back by their own failure (done, or not
-    yet restarted) go back too: names restored, replicas restarted on the previous image."""
+    targets: dict[str, str],
+    holds: HoldsPort,
+    exc: PcmkimgError,
+) -> bool:
+    """Every service moved on the node goes back (names restored, replicas restarted
+    together on the previous images), under the node's ``holds``; not once the lease may be
+    another's (:class:`~pcmkimg.core.lease.LeaseError`). False when the node left the
+    cluster: only its names went back (see :func:`~pcmkimg.workflows.update.roll_back_together`)."""
+    undos = []
     for service in turn.services:
         res = results[service]
-        if res.result in ("rolled-back", "rollback-failed", "failed"):
-            continue
-        retag = retags[service]
-        if not retag.moved or res.before is None:
-            if res.result == "pending":  # nothing to put back: it stays as it was
-                res.result = "unchanged"
-            continue
         updater = updaters[service]
         bundle = the_plan.item(service).bundle
-        with updater.cluster.holding(bundle.id, updater.timeout) as holds:
-            updater.rollback_node(bundle, turn.node, res, retag, holds)
-        res.result = "rolled-back"
+        if res.result == "pending":
+            updater.record("failed", service=service, node=turn.node, error=exc.one_line())
+        # This run's retag; on a re-run, an earlier run's, for a replica restarted now.
+        retag = retags[service]
+        undo = (
+            updater.undo_for(bundle, res, retag, targets[service], exc)
+            if retag.moved or res.restarted
+            else None
+        )
+        if undo is None:
+            if res.result == "pending":
+                res.result = "failed" if res.restarted else "unchanged"
+            continue
+        undos.append(Undo(updater, bundle, res, undo))
+    if not undos:
+        return True
+    first = updaters[turn.services[0]]
+    first.say(f"{turn.node}: FAILED: {exc.message}")
+    first.check_lease()
+    here = roll_back_together(undos, holds)
+    for u in undos:
+        u.res.result = "rolled-back"
+    return here
 
 
 def _soak(
@@ -328,7 +434,7 @@ def _soak(
                 problems.append(f"{now.promoted} promoted instance(s) of {bundle.id}, "
                                 f"{start.promoted} before the release")  # fmt: skip
             if problems:
-                raise pacemaker.RestartFailedError(
+                raise RestartFailedError(
                     f"during the soak on {turn.node}: " + "; ".join(problems),
                     f"see {cmd.quoted(cmd.status_xml())}",
                 )

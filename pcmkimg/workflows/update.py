@@ -235,21 +235,10 @@ class Updater:
             # A rollback changes the node's store and restarts its replica: not once the lease
             # may be another's (cut off from the others, the restart failed for that reason).
             self.check_lease()
-            undo = retag
-            if not retag.moved:
-                # A re-run: the name was moved by an earlier, interrupted run. A start that
-                # failed on the new image is rolled back to what that run moved it from (its
-                # journal says; else the image kept under the rollback name); anything else
-                # changed nothing here and is reported as it is.
-                store = self.stores.get(node)
-                earlier = self.earlier_retag(bundle, node, target_id) or self.previous_retag(
-                    bundle, store, target_id
-                )
-                if earlier is None or not isinstance(exc, RestartFailedError):
-                    res.result = "failed"
-                    raise
-                undo = earlier
-                res.before = earlier.old_id
+            undo = self.undo_for(bundle, res, retag, target_id, exc)
+            if undo is None:
+                res.result = "failed"
+                raise
             here = self.rollback_node(bundle, node, res, undo, holds)
             res.result = "rolled-back"
             if not here:
@@ -269,6 +258,30 @@ class Updater:
                 if isinstance(exc, RestartFailedError)
                 else exc.fix,
             ) from exc
+
+    def undo_for(
+        self,
+        bundle: plan.BundleRef,
+        res: NodeResult,
+        retag: images.Retagged,
+        target_id: str,
+        exc: PcmkimgError,
+    ) -> images.Retagged | None:
+        """What to undo on ``res.node`` after ``exc``: this run's retag when it moved the name;
+        on a re-run (the name was moved by an earlier, interrupted run), a start that failed on
+        the new image goes back to what that run moved it from (its journal says; else the
+        image kept under the rollback name), and ``res.before`` says so; anything else changed
+        nothing here (None)."""
+        if retag.moved:
+            return retag
+        store = self.stores.get(res.node)
+        earlier = self.earlier_retag(bundle, res.node, target_id) or self.previous_retag(
+            bundle, store, target_id
+        )
+        if earlier is None or not isinstance(exc, RestartFailedError):
+            return None
+        res.before = earlier.old_id
+        return earlier
 
     def check_others(self, bundle: plan.BundleRef, node: str) -> None:
         """Refuse to touch ``node`` unless every other replica that was active when the update
@@ -316,6 +329,28 @@ class Updater:
         retag: images.Retagged,
         holds: HoldsPort,
     ) -> NodeResult:
+        replica = self.prepare_restart(bundle, res, target_id, restart, retag, holds)
+        if replica is None:
+            return res
+        node = res.node
+        self.say(f"{node}: restarting {replica.container_id} (waiting up to {self.timeout:.0f}s)")
+        self.record("restart", service=bundle.service, node=node, container=replica.container_id)
+        res.restarted = True
+        where = self.restart(bundle, node, replica, res, holds)
+        return self.finish_restart(bundle, res, target_id, replica.container_id, where)
+
+    def prepare_restart(
+        self,
+        bundle: plan.BundleRef,
+        res: NodeResult,
+        target_id: str,
+        restart: bool,
+        retag: images.Retagged,
+        holds: HoldsPort,
+    ) -> cib.ReplicaStatus | None:
+        """Everything before the restart of the replica on ``res.node``: heal what kept it
+        off the node; the replica to restart, or None when the node is done without a
+        restart (``res`` says how)."""
         node = res.node
         status = self.cluster.status()
         started_here = restart and self.heal(
@@ -339,21 +374,29 @@ class Updater:
                     "check the bundle's image in the CIB: it must be the floating name",
                 )
             text = f"the replica runs again, on {str(running_image)[:12]}"
-            return self._no_restart(bundle, res, retag, "started", text, kept=True)
+            self._no_restart(bundle, res, retag, "started", text, kept=True)
+            return None
         if container is None:
             text = "no replica runs here; a later start uses the new image"
-            return self._no_restart(bundle, res, retag, "retag-only", text, kept=False)
+            self._no_restart(bundle, res, retag, "retag-only", text, kept=False)
+            return None
         if running_image == target_id:
             text = f"the replica already runs {target_id[:12]}: no restart"
-            return self._no_restart(bundle, res, retag, "unchanged", text, kept=True)
+            self._no_restart(bundle, res, retag, "unchanged", text, kept=True)
+            return None
         if not restart:
             text = "--no-restart: the replica keeps running the old image"
-            return self._no_restart(bundle, res, retag, "retag-only", text, kept=False)
+            self._no_restart(bundle, res, retag, "retag-only", text, kept=False)
+            return None
         assert replica is not None
-        self.say(f"{node}: restarting {container} (waiting up to {self.timeout:.0f}s)")
-        self.record("restart", service=bundle.service, node=node, container=container)
-        res.restarted = True
-        where = self.restart(bundle, node, replica, res, holds)
+        return replica
+
+    def finish_restart(
+        self, bundle: plan.BundleRef, res: NodeResult, target_id: str, container: str, where: str
+    ) -> NodeResult:
+        """After the restart (the replica's ``container`` active on ``where``): it runs
+        ``target_id``; the node attribute, the journal, a line for the operator."""
+        node = res.node
         res.container_after, running_image = self.container_image(where, container)
         if running_image != target_id:
             raise RestartFailedError(
@@ -395,6 +438,18 @@ class Updater:
             self.cluster.restart_replica(bundle.id, node, self.timeout, holds=holds)
         finally:
             res.restart_seconds = round(time.monotonic() - started, 3)
+        return self.after_restart(bundle, node, replica, res, wall)
+
+    def after_restart(
+        self,
+        bundle: plan.BundleRef,
+        node: str,
+        replica: cib.ReplicaStatus,
+        res: NodeResult,
+        wall: float,
+    ) -> str:
+        """After the restart of ``replica`` begun at ``wall`` (time.time()): see
+        :meth:`restart`."""
         now = plan.health(self.cluster.status(), bundle.id)
         start = self.baseline or now
         problems = plan.after_restart_problems(
@@ -519,7 +574,7 @@ class Updater:
         was_active = bool(replica and replica.active)
         spare = sum(r.active for r in status.replicas_of(bundle.id)) < config.replicas
         self.say(f"{node}: cleaning up the failures of {', '.join(resources)}")
-        holds.place(restart_rules.hold_nodes(status, bundle.id, node))
+        holds.place(restart_rules.hold_nodes(status, bundle.id, node), bundle.id)
         for resource in resources:
             self.cluster.cleanup(resource, node)
         self.cluster.settle(self.timeout)
@@ -558,68 +613,8 @@ class Updater:
         so that it can only come back on ``node``. False when ``node`` is not online (it
         left the cluster): only the names were put back, its replica starts on them when the
         node rejoins."""
-        store = self.stores.get(node)
-        back = undo.rollback_name or str(naming.rollback_for(bundle.ref, store.scheme))
-        fix = f"on {node}: {cmd.quoted(cmd.tag(back, bundle.floating))}, then " + cmd.quoted(
-            cmd.cleanup(bundle.id, node)
-        )
-        if res.before is None:
-            res.result = "rollback-failed"
-            self.record("rollback-failed", service=bundle.service, node=node, error="no previous")
-            raise RollbackFailed(
-                f"update of {bundle.service} failed on {node}, which had no image behind "
-                f"{bundle.floating} before: there is nothing to roll back to",
-                f"fix the image, then {cmd.quoted(cmd.update(node, bundle.service))}",
-            )
-        self.say(f"{node}: rolling back to {res.before[:12]}")
-        try:
-            store.restore(undo)
-            state = self.cluster.status()
-            known = state.node(node)
-            if known is None or not known.online:
-                res.rolled_back = True
-                self.record("rolled-back", service=bundle.service, node=node, offline=True)
-                self.say(
-                    f"{node}: rolled back its names; the node is not in the cluster: its "
-                    "replica starts on the previous image when it rejoins"
-                )
-                return False
-            replica = state.replica_on(bundle.id, node)
-            if replica is None or not replica.active or replica.failed:
-                self.cluster.cleanup(bundle.id, node)
-                self.cluster.settle(self.timeout)
-                replica = self.cluster.status().replica_on(bundle.id, node)
-            if replica is None or not replica.active:
-                raise RestartFailedError(
-                    f"the replica did not start again on {node}",
-                    f"see {cmd.quoted(cmd.status_xml())} for the cause",
-                )
-            _, running = self.container_image(node, replica.container_id)
-            if running != res.before:
-                self.cluster.restart_replica(bundle.id, node, self.timeout, holds=holds)
-                _, running = self.container_image(node, replica.container_id)
-            if running != res.before:
-                raise RestartFailedError(
-                    f"the replica on {node} runs {str(running)[:12]}, not {res.before[:12]}",
-                    f"see {cmd.quoted(cmd.status())}",
-                )
-            self.publish(bundle, node)
-        except (BanNotRemovedError, lease.LeaseError) as exc:
-            res.result = "rollback-failed"
-            self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
-            raise  # its own message and fix say what is left behind
-        except PcmkimgError as exc:
-            res.result = "rollback-failed"
-            self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
-            raise RollbackFailed(
-                f"update of {bundle.service} failed on {node}, and so did its rollback: "
-                f"{exc.message}",
-                fix,
-            ) from exc
-        res.rolled_back = True
-        self.record("rolled-back", service=bundle.service, node=node)
-        self.say(f"{node}: rolled back; the replica runs the previous image again")
-        return True
+        assert res.node == node
+        return roll_back_together([Undo(self, bundle, res, undo)], holds)
 
     # -- the whole job --------------------------------------------------------------------
 
@@ -685,6 +680,129 @@ class Updater:
                     raise AssertionError(f"unknown step {step.kind!r}")
         self.record("done", service=bundle.service, summary=report.summary())
         return report
+
+
+@dataclass(frozen=True)
+class Undo:
+    """One service to put back on a node: its updater, bundle, node result and the retag to
+    undo (see :func:`roll_back_together`)."""
+
+    updater: Updater
+    bundle: plan.BundleRef
+    res: NodeResult
+    retag: images.Retagged
+
+
+def roll_back_together(undos: Sequence[Undo], holds: HoldsPort) -> bool:
+    """Put the floating and rollback names of every service of ``undos`` (all on one node)
+    back exactly as they were before its retag and bring their replicas back on the previous
+    images: those down cleaned up and started, those on another image restarted together
+    (one :meth:`~pcmkimg.workflows.context.ClusterPort.restart_replicas`); all under the
+    failed restart's ``holds``, so that they can only come back on their node. One service:
+    what an update's failed node does; several: a release's. False when the node is not
+    online (it left the cluster): only the names were put back, its replicas start on them
+    when it rejoins."""
+    first = undos[0].updater
+    cluster, node = first.cluster, undos[0].res.node
+    services = ", ".join(u.bundle.service for u in undos)
+    fixes = "; ".join(
+        f"on {node}: "
+        + cmd.quoted(
+            cmd.tag(
+                u.retag.rollback_name
+                or str(naming.rollback_for(u.bundle.ref, u.updater.stores.get(node).scheme)),
+                u.bundle.floating,
+            )
+        )
+        + f", then {cmd.quoted(cmd.cleanup(u.bundle.id, node))}"
+        for u in undos
+    )
+
+    def failed(error: str) -> None:
+        for u in undos:
+            u.res.result = "rollback-failed"
+            u.updater.record("rollback-failed", service=u.bundle.service, node=node, error=error)
+
+    for u in undos:
+        if u.res.before is None:
+            failed("no previous")
+            raise RollbackFailed(
+                f"update of {u.bundle.service} failed on {node}, which had no image behind "
+                f"{u.bundle.floating} before: there is nothing to roll back to",
+                f"fix the image, then {cmd.quoted(cmd.update(node, u.bundle.service))}",
+            )
+    for u in undos:
+        what = f" {u.bundle.service}" if len(undos) > 1 else ""
+        first.say(f"{node}: rolling back{what} to {str(u.res.before)[:12]}")
+    try:
+        for u in undos:
+            u.updater.stores.get(node).restore(u.retag)
+        status = cluster.status()
+        known = status.node(node)
+        if known is None or not known.online:
+            for u in undos:
+                u.res.rolled_back = True
+                u.updater.record("rolled-back", service=u.bundle.service, node=node, offline=True)
+            first.say(
+                f"{node}: rolled back its names; the node is not in the cluster: its "
+                "replicas start on the previous images when it rejoins"
+            )
+            return False
+        down = [u for u in undos if _down(status.replica_on(u.bundle.id, node))]
+        for u in down:
+            cluster.cleanup(u.bundle.id, node)
+        if down:
+            cluster.settle(first.timeout)
+            status = cluster.status()
+        replicas = {u.bundle.id: status.replica_on(u.bundle.id, node) for u in undos}
+        for u in undos:
+            replica = replicas[u.bundle.id]
+            if replica is None or not replica.active:
+                raise RestartFailedError(
+                    f"the replica{'' if len(undos) == 1 else ' of ' + u.bundle.id} did not "
+                    f"start again on {node}",
+                    f"see {cmd.quoted(cmd.status_xml())} for the cause",
+                )
+
+        def running(u: Undo) -> str | None:
+            replica = replicas[u.bundle.id]
+            assert replica is not None
+            return u.updater.container_image(node, replica.container_id)[1]
+
+        again = [u for u in undos if running(u) != u.res.before]
+        if len(again) == 1:
+            cluster.restart_replica(again[0].bundle.id, node, first.timeout, holds=holds)
+        elif again:
+            ids = [u.bundle.id for u in again]
+            cluster.restart_replicas(ids, node, first.timeout, holds=holds)
+        for u in undos:
+            now = running(u)
+            if now != u.res.before:
+                raise RestartFailedError(
+                    f"the replica{'' if len(undos) == 1 else ' of ' + u.bundle.id} on {node} "
+                    f"runs {str(now)[:12]}, not {str(u.res.before)[:12]}",
+                    f"see {cmd.quoted(cmd.status())}",
+                )
+            u.updater.publish(u.bundle, node)
+    except (BanNotRemovedError, lease.LeaseError) as exc:
+        failed(exc.one_line())
+        raise  # its own message and fix say what is left behind
+    except PcmkimgError as exc:
+        failed(exc.one_line())
+        raise RollbackFailed(
+            f"update of {services} failed on {node}, and so did its rollback: {exc.message}",
+            fixes,
+        ) from exc
+    for u in undos:
+        u.res.rolled_back = True
+        u.updater.record("rolled-back", service=u.bundle.service, node=node)
+    first.say(f"{node}: rolled back; the replica{'' if len(undos) == 1 else 's'} "
+              f"run{'s' if len(undos) == 1 else ''} the previous image again")  # fmt: skip
+    return True
+
+
+def _down(replica: cib.ReplicaStatus | None) -> bool:
+    return replica is None or not replica.active or replica.failed
 
 
 # --------------------------------------------------------------------------- the command

@@ -7,7 +7,12 @@ item 8, "Live, on the sandbox"), each on the session's sandbox cluster:
 - a failing start on a 2-of-3 bundle: exit 6, the replica back in place on the previous image,
   the spare node untouched (its floating name not moved), no ban, no lease;
 - the cluster's ``maintenance-mode=true``: refused at preflight (exit 3, one error line naming
-  maintenance mode), nothing retagged anywhere, no ``retag`` in the journal.
+  maintenance mode), nothing retagged anywhere, no ``retag`` in the journal;
+- a release (issue 20) of THREE, PAIR and DEP (a third bundle, ordered after THREE, for that
+  test alone): each replica restarted exactly once, never more than one replica of a bundle
+  down; a broken image for one bundle puts the failed node back whole; a release killed
+  (SIGKILL, SIGTERM) at seeded moments leaves nothing past its lifetime and its re-run
+  converges.
 
 Two guarded bundles are shared by the module: THREE (3 replicas) and PAIR (2 replicas on 3
 nodes), both on ``ns1/svc:1.0``; each is the "other bundle" that must not move while the
@@ -20,15 +25,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from lxml import etree
 
+from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.core import cib, restart
+from tests.integration import test_fault_injection_live as faults
 from tests.sandbox.cluster import SAFE_PARSER, Cluster, wait_idle
 from tests.sandbox.fixtures import Sandbox
 from tests.sandbox.proc import SandboxError
@@ -46,6 +58,10 @@ THREE_FLOATING = "cluster.common.tag/cfgthree:pcmklatest"
 PAIR = "cfgpair-bundle"
 PAIR_SERVICE = "cfgpair"
 PAIR_FLOATING = "cluster.common.tag/cfgpair:pcmklatest"
+
+DEP = "cfgdep-bundle"  # ordered after THREE (interleaved clones): the release test's only
+DEP_SERVICE = "cfgdep"
+DEP_FLOATING = "cluster.common.tag/cfgdep:pcmklatest"
 
 PROMOTABLE = "cfgstateful-bundle"
 PROMOTABLE_SERVICE = "cfgstateful"
@@ -156,7 +172,12 @@ def observed(st: Stack, *bundles: str) -> dict[str, object]:
     return seen
 
 
-FLOATING_OF = {THREE: THREE_FLOATING, PAIR: PAIR_FLOATING, PROMOTABLE: PROMOTABLE_FLOATING}
+FLOATING_OF = {
+    THREE: THREE_FLOATING,
+    PAIR: PAIR_FLOATING,
+    DEP: DEP_FLOATING,
+    PROMOTABLE: PROMOTABLE_FLOATING,
+}
 
 
 @dataclass
@@ -205,6 +226,56 @@ class Sampler:
         assert self._thread is not None
         self._thread.join(timeout=60)
         self._sample()  # and after it
+
+
+@dataclass
+class Down:
+    """Samples ``crm_mon`` in a thread every ``interval`` s: per bundle, the fewest replicas
+    seen active at once (one crm_mon is one moment of the whole cluster), and per bundle and
+    node how many times its replica there was seen go down (active, then not)."""
+
+    cl: Cluster
+    bundles: Sequence[str]
+    interval: float = 0.1
+    fewest: dict[str, int] = field(default_factory=dict)
+    stops: dict[str, dict[str, int]] = field(default_factory=dict)
+    rounds: int = 0
+    _up: dict[tuple[str, str], bool] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        try:
+            mon = self.cl.crm_mon()
+        except (SandboxError, subprocess.TimeoutExpired, etree.XMLSyntaxError):
+            return
+        for bundle in self.bundles:
+            replicas = self.cl.replicas(bundle, mon)
+            active = sum(r.active for r in replicas)
+            self.fewest[bundle] = min(self.fewest.get(bundle, active), active)
+            up = {r.node for r in replicas if r.active and r.node}
+            for node in self.cl.names:
+                was = self._up.get((bundle, node))
+                if was and node not in up:
+                    per = self.stops.setdefault(bundle, {})
+                    per[node] = per.get(node, 0) + 1
+                self._up[(bundle, node)] = node in up
+        self.rounds += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> Down:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=60)
 
 
 # --------------------------------------------------------------------------- settings
@@ -575,71 +646,108 @@ def test_maintenance_mode_is_refused_at_preflight_and_nothing_is_retagged(stack:
 # --------------------------------------------------------------------------- a release (issue 20)
 
 
-def test_a_release_updates_both_bundles_node_by_node_each_replica_once(stack: Stack) -> None:
-    """``update THREE=REF PAIR=REF --all``: one run, both bundles on the new image everywhere,
-    each replica restarted exactly once in place; the same release again restarts nothing."""
+@contextlib.contextmanager
+def dependent(st: Stack) -> Iterator[None]:
+    """DEP: a 3-of-3 bundle ordered after THREE (``pcs constraint order start THREE then start
+    DEP``), both interleaved (THREE by its guard, DEP by its meta attribute: OpenStack's shape),
+    for the release test alone (a single-service update of THREE would restart it too). No
+    guard: a release does not need one, and the test saves its wiring."""
+    cl = st.cl
+    cl.seed(st.ref(OLD), DEP_FLOATING)
+    create = ["pcs", "resource", "bundle", "create", DEP, "container", "podman"]
+    try:
+        cl.run(ON, [*create, f"image={DEP_FLOATING}", "replicas=3", "network=host", "--disabled"])
+        cl.run(ON, ["crm_resource", "--resource", DEP, "--meta", "--set-parameter", "interleave",
+                    "--parameter-value", "true"])  # fmt: skip
+        cl.run(ON, ["pcs", "constraint", "order", "start", THREE, "then", "start", DEP])
+        cl.run(ON, ["pcs", "resource", "enable", DEP])
+        wait_idle(cl)
+        yield
+    finally:
+        cl.run(ON, ["pcs", "resource", "delete", DEP, "--force"], check=False, timeout=180)
+        cl.run(ON, ["crm_resource", "--cleanup", "--resource", DEP], check=False)
+        previous = DEP_FLOATING.rsplit(":", 1)[0] + ":pcmkprevious"
+        for node in cl.names:
+            cl.podman(node, "rmi", DEP_FLOATING, previous, check=False)
+        wait_idle(cl)
+
+
+def test_a_release_updates_its_bundles_node_by_node_each_replica_once(stack: Stack) -> None:
+    """``update THREE=REF PAIR=REF DEP=REF --all``, DEP ordered after THREE: one run, every
+    bundle on its new image everywhere, each replica restarted exactly once in place (DEP's
+    too: the node's replicas restart together, in Pacemaker's order; an operator's loop of
+    single updates restarts DEP twice per node), never more than one replica of a bundle down
+    (crm_mon sampled every 0.1 s); the same release again restarts nothing."""
     st, cl = stack, stack.cl
     settled(st)
     heal(st, PAIR, OLD)
-    # Each bundle to a test image one of its replicas does not run now (the tests before may
-    # have left a bundle's replicas on different images): a replica on another image restarts
-    # exactly once, one already on it not at all.
-    before = {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)}
-    pair_on = next(n for n in cl.names if before[PAIR][n])
-    new = {
-        THREE: other_image(st, THREE_FLOATING, ON),
-        PAIR: other_image(st, PAIR_FLOATING, pair_on),
-    }
-    args = (
-        "--json",
-        "update",
-        f"{THREE_SERVICE}={st.ref(new[THREE])}",
-        f"{PAIR_SERVICE}={st.ref(new[PAIR])}",
-    )
-    where = {THREE: placement(cl, THREE), PAIR: placement(cl, PAIR)}
-    with Sampler(cl, (THREE, PAIR)) as sampler:
-        out = run_pcmkimg(st, *args, "--all")
-    assert out.returncode == 0, said(out)
-    doc = json.loads(out.stdout)
-    nodes = doc["report"]["nodes"]
-    assert sorted(n["node"] for n in nodes) == cl.names, nodes
-    wait_idle(cl)
-    expected = 0
-    for bundle, service in ((THREE, THREE_SERVICE), (PAIR, PAIR_SERVICE)):
-        target = st.id_of(new[bundle])
-        assert placement(cl, bundle) == where[bundle], observed(st, THREE, PAIR)
-        assert set(floating_ids(cl, FLOATING_OF[bundle]).values()) == {target}
-        result = {n["node"]: n["services"][service]["result"] for n in nodes}
-        for node, running in before[bundle].items():
-            if not running:  # the 2-of-3 bundle's spare node: retagged only
-                assert result[node] == "retag-only", (node, result)
-                continue
-            ((name, (cid, image)),) = running.items()
-            seen = sampler.seen[bundle][node]
-            now = containers(cl, bundle)[node]
-            assert list(now) == [name] and now[name][1] == target, observed(st, bundle)
-            if image == target:
-                assert seen == [(name, cid)] and result[node] == "unchanged", (node, seen)
-            else:  # the old container, then exactly one new one
-                expected += 1
-                assert seen[0] == (name, cid) and len(seen) == 2, (node, seen)
-                assert result[node] == "ok", (node, result)
-    assert expected >= 2 and doc["report"]["restarted"] == expected, (expected, nodes)
-    assert bans(cl) == [] and attribute(cl, LEASE) is None
-    # One journal run: a start line per service, all with the same run id.
-    starts = [e for e in journal(cl) if e.get("event") == "start"][-2:]
-    assert {e["service"] for e in starts} == {THREE_SERVICE, PAIR_SERVICE}
-    assert len({e["run"] for e in starts}) == 1
+    with dependent(st):
+        ours = (THREE, PAIR, DEP)
+        # Each bundle to a test image one of its replicas does not run now (the tests before
+        # may have left a bundle's replicas on different images): a replica on another image
+        # restarts exactly once, one already on it not at all.
+        before = {b: containers(cl, b) for b in ours}
+        pair_on = next(n for n in cl.names if before[PAIR][n])
+        new = {
+            THREE: other_image(st, THREE_FLOATING, ON),
+            PAIR: other_image(st, PAIR_FLOATING, pair_on),
+            DEP: NEW,
+        }
+        args = (
+            "--json",
+            "update",
+            f"{THREE_SERVICE}={st.ref(new[THREE])}",
+            f"{PAIR_SERVICE}={st.ref(new[PAIR])}",
+            f"{DEP_SERVICE}={st.ref(new[DEP])}",
+        )
+        where = {b: placement(cl, b) for b in ours}
+        with Down(cl, ours) as down, Sampler(cl, ours) as sampler:
+            out = run_pcmkimg(st, *args, "--all")
+        assert out.returncode == 0, said(out)
+        doc = json.loads(out.stdout)
+        nodes = doc["report"]["nodes"]
+        assert sorted(n["node"] for n in nodes) == cl.names, nodes
+        wait_idle(cl)
+        # Never more than one replica of a bundle down at once; DEP's replica went down once
+        # on each node (crm_mon every 0.1 s; the containers below say the same).
+        assert down.rounds > 10 and down.fewest == {THREE: 2, PAIR: 1, DEP: 2}, down.fewest
+        assert down.stops.get(DEP) == {n: 1 for n in cl.names}, down.stops
+        expected = 0
+        for bundle, service in ((THREE, THREE_SERVICE), (PAIR, PAIR_SERVICE), (DEP, DEP_SERVICE)):
+            target = st.id_of(new[bundle])
+            assert placement(cl, bundle) == where[bundle], observed(st, *ours)
+            assert set(floating_ids(cl, FLOATING_OF[bundle]).values()) == {target}
+            result = {n["node"]: n["services"][service]["result"] for n in nodes}
+            for node, running in before[bundle].items():
+                if not running:  # the 2-of-3 bundle's spare node: retagged only
+                    assert result[node] == "retag-only", (node, result)
+                    continue
+                ((name, (cid, image)),) = running.items()
+                seen = sampler.seen[bundle][node]
+                now = containers(cl, bundle)[node]
+                assert list(now) == [name] and now[name][1] == target, observed(st, bundle)
+                if image == target:
+                    assert seen == [(name, cid)] and result[node] == "unchanged", (node, seen)
+                else:  # the old container, then exactly one new one
+                    expected += 1
+                    assert seen[0] == (name, cid) and len(seen) == 2, (bundle, node, seen)
+                    assert result[node] == "ok", (node, result)
+        assert expected >= 5 and doc["report"]["restarted"] == expected, (expected, nodes)
+        assert bans(cl) == [] and attribute(cl, LEASE) is None
+        # One journal run: a start line per service, all with the same run id.
+        starts = [e for e in journal(cl) if e.get("event") == "start"][-3:]
+        assert {e["service"] for e in starts} == {THREE_SERVICE, PAIR_SERVICE, DEP_SERVICE}
+        assert len({e["run"] for e in starts}) == 1
 
-    after = {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)}
-    again = run_pcmkimg(st, *args, "--all")
-    assert again.returncode == 0, said(again)
-    report = json.loads(again.stdout)["report"]
-    results = {r["result"] for n in report["nodes"] for r in n["services"].values()}
-    assert results <= {"unchanged", "retag-only"}, results
-    assert report["restarted"] == 0
-    wait_idle(cl)
-    assert {THREE: containers(cl, THREE), PAIR: containers(cl, PAIR)} == after
+        after = {b: containers(cl, b) for b in ours}
+        again = run_pcmkimg(st, *args, "--all")
+        assert again.returncode == 0, said(again)
+        report = json.loads(again.stdout)["report"]
+        results = {r["result"] for n in report["nodes"] for r in n["services"].values()}
+        assert results <= {"unchanged", "retag-only"}, results
+        assert report["restarted"] == 0
+        wait_idle(cl)
+        assert {b: containers(cl, b) for b in ours} == after
 
 
 def test_a_release_with_a_broken_image_puts_the_failed_node_back_whole(stack: Stack) -> None:
@@ -680,3 +788,96 @@ def test_a_release_with_a_broken_image_puts_the_failed_node_back_whole(stack: St
     finally:
         heal(st, PAIR, OLD)
         heal(st, THREE)
+
+
+def test_a_release_interrupted_leaves_no_ban_past_its_lifetime_and_a_rerun_converges(
+    stack: Stack,
+) -> None:
+    """The fault injection of a single update (test_fault_injection_live), on a release of
+    THREE and PAIR, at two seeded moments: SIGKILL with a node's restart holds in place (what
+    is left lapses within its lifetime: the timeout plus a quarter, at least 5 s), SIGTERM
+    while a replica of that node is down (nothing left: no ban, no pin, no lease). After each,
+    the plain re-run exits 0 with every replica of both bundles on its new image, no
+    constraint or pin of ours, no lease."""
+    st, cl = stack, stack.cl
+    settled(st)
+    heal(st, PAIR, OLD)
+    rng = random.Random(faults.SEED)
+    r = pm.Runner(prefix=tuple(cl.node(ON).enter()))
+    timeout = 120  # the re-run restarts with it too: room for a loaded CI machine
+    lifetime = timeout + max(5, timeout / 4)
+
+    def ours(config: Any) -> list[str]:
+        found = [c.id for c in cib.cli_constraints(config) if c.resource in (THREE, PAIR)]
+        return (
+            found
+            + restart.pinned_bundles(config)
+            + ([restart.DEFAULTS_PIN] if restart.defaults_pinned(config) else [])
+        )
+
+    def holds_placed(run: faults.Run) -> bool:
+        return run.said(" together ") and bool(ours(pm.query_cib(r)))
+
+    def replica_down(run: faults.Run) -> bool:
+        if not run.said(" together "):
+            return False
+        node = faults.first_node(run)
+        state = pm.status(r)
+        return any(
+            before[b][node] and ((rep := state.replica_on(b, node)) is None or not rep.active)
+            for b in (THREE, PAIR)
+        )
+
+    for sig, trigger in ((signal.SIGKILL, holds_placed), (signal.SIGTERM, replica_down)):
+        before = {b: containers(cl, b) for b in (THREE, PAIR)}
+        pair_on = next(n for n in cl.names if before[PAIR][n])
+        new = {
+            THREE: other_image(st, THREE_FLOATING, ON),
+            PAIR: other_image(st, PAIR_FLOATING, pair_on),
+        }
+        args = (
+            "update",
+            f"{THREE_SERVICE}={st.ref(new[THREE])}",
+            f"{PAIR_SERVICE}={st.ref(new[PAIR])}",
+            "--all",
+            "--timeout",
+            str(timeout),
+        )
+        run = faults.spawn(cl, ON, *args)
+        try:
+            deadline = time.monotonic() + 180
+            while not trigger(run) and run.child.poll() is None:
+                assert time.monotonic() < deadline, run.text()
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 0.3))
+            killed_at = time.time()
+            run.child.send_signal(sig)
+            code = run.child.wait(120)
+        finally:
+            if run.child.poll() is None:
+                run.child.kill()
+                run.child.wait(30)
+        assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 143), (code, run.text())
+        config = pm.query_cib(r)
+        if sig == signal.SIGKILL:  # what is left lapses within its lifetime
+            ends = [
+                el.get("end", "")
+                for el in config.iter("date_expression")
+                if "pcmkimg" in el.get("id", "")
+            ]
+            assert ends, ours(config)
+            for end in ends:
+                lapse = datetime.strptime(end, "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=timezone.utc)
+                assert lapse.timestamp() <= killed_at + lifetime + 2, (end, killed_at)
+        else:  # SIGTERM cleans up at once
+            assert ours(config) == [] and attribute(cl, LEASE) is None, (ours(config), run.text())
+        again = faults.rerun(cl, ON, args, timeout=300)
+        assert again.returncode == 0, again.stderr[-4000:]
+        wait_idle(cl)
+        for bundle in (THREE, PAIR):
+            target = st.id_of(new[bundle])
+            assert set(floating_ids(cl, FLOATING_OF[bundle]).values()) == {target}
+            running = {img for c in containers(cl, bundle).values() for _, img in c.values()}
+            assert running == {target}, observed(st, THREE, PAIR)
+        config = pm.query_cib(r)
+        assert ours(config) == [] and attribute(cl, LEASE) is None, ours(config)

@@ -192,15 +192,17 @@ def test_commands() -> None:
 # --------------------------------------------------------------------------- restart
 
 
-def _mon_stopped(container: str) -> str:
+def _mon_down(*containers: str) -> str:
+    """mon-ok.xml with the replicas of ``containers`` stopped."""
     mon = etree.fromstring(fixture("mon-ok.xml").encode())
-    el = mon.find(f".//resource[@id='{container}']")
-    assert el is not None
-    for res in el.getparent().findall("resource"):
-        res.set("active", "false")
-        res.set("role", "Stopped")
-        for child in list(res):
-            res.remove(child)
+    for container in containers:
+        el = mon.find(f".//resource[@id='{container}']")
+        assert el is not None
+        for res in el.getparent().findall("resource"):
+            res.set("active", "false")
+            res.set("role", "Stopped")
+            for child in list(res):
+                res.remove(child)
     return etree.tostring(mon, encoding="unicode")
 
 
@@ -226,6 +228,7 @@ def restart_runner(*looks: str, place: Answer = OK) -> pm.Runner:
             ("cibadmin", "--modify"): [place],
             ("crmadmin",): [BUSY, IDLE, IDLE],
             ("cibadmin", "--delete"): [OK],
+            ("cibadmin", "--delete-all"): [OK],
         }
     )
 
@@ -254,11 +257,29 @@ DEFAULTS_PIN_DELETE = (
     "--xml-text",
     '<meta_attributes id="pcmkimg-pin"/>',
 )
-UNPINNED = [PIN_DELETE, DEFAULTS_PIN_DELETE]
+UNPINNED = [
+    (
+        "cibadmin",
+        "--delete-all",
+        "--force",
+        "--xpath",
+        "//meta_attributes[@id='galera-bundle-pcmkimg-pin']|//meta_attributes[@id='pcmkimg-pin']",
+    )
+]
+"""The pins go in one CIB change (one call), both by id."""
+ALL_REMOVED = (
+    "cibadmin",
+    "--delete-all",
+    "--force",
+    "--xpath",
+    "//rsc_location[@id='cli-ban-galera-bundle-on-controller-1']"
+    "|//meta_attributes[@id='galera-bundle-pcmkimg-pin']|//meta_attributes[@id='pcmkimg-pin']",
+)
+"""The ban and the pins, in one CIB change: a restart that failed or was interrupted."""
 
 
 def test_restart_places_the_ban_watches_and_removes_it_once_stopped() -> None:
-    down = _mon_stopped("galera-bundle-podman-1")
+    down = _mon_down("galera-bundle-podman-1")
     r = restart_runner("mon-ok.xml", down, "mon-ok.xml")
     report = pm.restart_replica(r, "galera-bundle", "controller-1", timeout=90, poll=0)
     assert (report.node, report.replica, report.container) == (
@@ -292,16 +313,84 @@ def test_restart_places_the_ban_watches_and_removes_it_once_stopped() -> None:
     # the replica is active on its node again.
     assert argvs.index(BAN_DELETE) == 5 and argvs.count(BAN_DELETE) == 1
     assert argvs[4][0] == "crm_mon"
-    assert argvs[7:9] == UNPINNED and argvs.count(PIN_DELETE) == 1
+    assert argvs[7:8] == UNPINNED and argvs.count(UNPINNED[0]) == 1
+    assert PIN_DELETE not in argvs and DEFAULTS_PIN_DELETE not in argvs
     # Done after the DC was idle at two looks in a row.
-    assert [a[0] for a in argvs[9:]] == ["crm_mon", "crmadmin"] * 3
+    assert [a[0] for a in argvs[8:]] == ["crm_mon", "crmadmin"] * 3
     assert argvs[-1] == ("crmadmin", "--status=controller-0", "--output-as=xml")
     assert not any(a[:2] == ("crm_resource", "--restart") for a in argvs)
     assert not any(a[:2] == ("crm_resource", "--wait") for a in argvs)
 
 
+def test_replicas_of_two_bundles_restart_together_bans_placed_and_lifted_at_once() -> None:
+    """A release's node turn: the replicas of two bundles on one node, their bans and pins
+    placed in one CIB write, the bans on the node lifted in one change once BOTH are stopped
+    (not when the first is), the rest in one change once both are active again."""
+    galera, rabbit = "galera-bundle-podman-1", "rabbitmq-bundle-podman-1"
+    looks = [
+        _mon_down(rabbit),  # the dependent one stops first: nothing lifted yet
+        _mon_down(rabbit, galera),  # both stopped: both bans go, in one change
+        _mon_down(rabbit),  # galera back, rabbitmq not yet: the rest stays
+        "mon-ok.xml",  # both active: the rest goes, in one change
+        "mon-ok.xml",
+        "mon-ok.xml",
+    ]
+    r = restart_runner(*looks)
+    reports = pm.restart_replicas(
+        r, ["galera-bundle", "rabbitmq-bundle"], "controller-1", timeout=90, poll=0
+    )
+    assert [(x.bundle, x.container) for x in reports] == [
+        ("galera-bundle", galera),
+        ("rabbitmq-bundle", rabbit),
+    ]
+    argvs = backend(r).argvs()
+    writes = [(i, a) for i, a in enumerate(argvs) if a[0] == "cibadmin" and a[1] != "--query"]
+    assert [a[1] for _, a in writes] == ["--modify", "--delete-all", "--delete-all"]
+    placed = etree.fromstring(writes[0][1][-1].encode())
+    assert [b.get("id") for b in placed.find("constraints")] == [
+        "cli-ban-galera-bundle-on-controller-1",
+        "cli-ban-rabbitmq-bundle-on-controller-1",
+    ]
+    assert [p.get("id") for p in placed.iterfind("resources/bundle/meta_attributes")] == [
+        "galera-bundle-pcmkimg-pin",
+        "rabbitmq-bundle-pcmkimg-pin",
+    ]
+    assert placed.find("rsc_defaults/meta_attributes").get("id") == "pcmkimg-pin"
+    # The bans go after the look that saw both stopped (the third crm_mon), not before.
+    mons = [i for i, a in enumerate(argvs) if a[0] == "crm_mon"]
+    assert mons[2] < writes[1][0] < mons[3]
+    assert writes[1][1][-1] == (
+        "//rsc_location[@id='cli-ban-galera-bundle-on-controller-1']"
+        "|//rsc_location[@id='cli-ban-rabbitmq-bundle-on-controller-1']"
+    )
+    assert mons[4] < writes[2][0] < mons[5]
+    assert writes[2][1][-1] == (
+        "//meta_attributes[@id='galera-bundle-pcmkimg-pin']"
+        "|//meta_attributes[@id='rabbitmq-bundle-pcmkimg-pin']"
+        "|//meta_attributes[@id='pcmkimg-pin']"
+    )
+
+
+def test_a_failure_of_one_replica_of_a_group_names_its_bundle_and_lifts_every_ban() -> None:
+    r = restart_runner(
+        _mon_down("rabbitmq-bundle-podman-1", "galera-bundle-podman-1"), "mon-failed-start.xml"
+    )
+    with pm.holding(r, "galera-bundle", 90) as holds:
+        with pytest.raises(RestartFailedError, match="restart of galera-bundle on") as info:
+            pm.restart_replicas(
+                r, ["galera-bundle", "rabbitmq-bundle"], "controller-1", poll=0, holds=holds
+            )
+        assert "--resource galera-bundle" in info.value.fix
+        # The bans on the node are gone; the pins (and holds) stay for the rollback.
+        assert holds.bans == {"galera-bundle": [], "rabbitmq-bundle": []}
+        assert holds.pins == ["galera-bundle", "rabbitmq-bundle"]
+        during = len(backend(r).argvs())
+    assert [a[1] for a in backend(r).argvs()[during:]] == ["--delete-all"]
+    assert not holds.placed
+
+
 def test_restart_with_failed_start_is_a_failure() -> None:
-    r = restart_runner(_mon_stopped("galera-bundle-podman-1"), "mon-failed-start.xml")
+    r = restart_runner(_mon_down("galera-bundle-podman-1"), "mon-failed-start.xml")
     with pytest.raises(RestartFailedError) as info:
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
     err = info.value
@@ -313,7 +402,7 @@ def test_failed_stop_fails_and_removes_the_ban() -> None:
     r = restart_runner("mon-failed-start.xml")
     with pytest.raises(RestartFailedError):
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
-    assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
+    assert backend(r).argvs()[-1] == ALL_REMOVED
 
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), signals.Terminated(signal.SIGTERM)])
@@ -321,24 +410,25 @@ def test_interrupted_restart_removes_the_ban(interrupt: BaseException) -> None:
     r = restart_runner("mon-ok.xml", place=interrupt)
     with pytest.raises(type(interrupt)):
         pm.restart_replica(r, "galera-bundle", "controller-1", poll=0)
-    assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
+    assert backend(r).argvs()[-1] == ALL_REMOVED
 
 
 def test_a_replica_that_never_stops_times_out_and_the_ban_goes() -> None:
     r = restart_runner("mon-ok.xml")
     with pytest.raises(PacemakerTimeoutError, match="still stopping"):
         pm.restart_replica(r, "galera-bundle", "controller-1", timeout=0.05, poll=0.01)
-    assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
+    assert backend(r).argvs()[-1] == ALL_REMOVED
 
 
-def test_every_constraint_left_is_tried_and_named() -> None:
-    """The cleanup does not stop at the first it fails to remove: it tries the pin too and
-    names both, each with the command that removes it."""
+def test_every_constraint_left_is_named() -> None:
+    """A cleanup that fails names every constraint left (the ban, whose removal failed
+    first, and both pins, removed together), each with the command that removes it."""
     r = restart_runner("mon-ok.xml")
     backend(r).answers[("cibadmin", "--delete")] = [(102, "", "Could not connect")] * 3
+    backend(r).answers[("cibadmin", "--delete-all")] = [(102, "", "Could not connect")] * 3
     with pytest.raises(BanNotRemovedError, match="crm_resource --clear") as info:
         pm.restart_replica(r, "galera-bundle", "controller-1", timeout=0.05, poll=0.01)
-    assert backend(r).argvs()[-3:] == [BAN_DELETE, *UNPINNED]
+    assert backend(r).argvs()[-1] == ALL_REMOVED
     message = info.value.message
     assert "cli-ban-galera-bundle-on-controller-1" in message and "in force until" in message
     assert "galera-bundle-pcmkimg-pin" in message and "pcmkimg-pin" in message

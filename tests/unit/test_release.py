@@ -10,7 +10,7 @@ import pytest
 from lxml import etree
 
 from pcmkimg.adapters.errors import RestartFailedError
-from pcmkimg.core import release
+from pcmkimg.core import cib, plan, release
 from pcmkimg.core.errors import ReleaseFileError
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import UsageError
@@ -79,6 +79,91 @@ def test_a_bundle_ordered_after_another_restarts_after_it() -> None:
     assert order == ["redis", "rabbitmq", "mariadb"]
 
 
+# --------------------------------------------------------------------------- promotions
+
+
+def test_a_promotion_restarted_away_lands_where_it_moves_no_more() -> None:
+    """mariadb promoted on A (replicas on A and B), rabbitmq promoted on B (replicas on B and
+    C): restarting A first may put mariadb's promotion on B, which moves it again; B first
+    puts rabbitmq's on C (done before them), then A's moves once: 2 moves instead of 3."""
+    active = {"mariadb": {"A", "B"}, "rabbitmq": {"B", "C"}}
+    promoted = {"mariadb": {"A"}, "rabbitmq": {"B"}}
+    assert release.order_promoted(["A", "B"], active, promoted) == ["B", "A"]
+    moves = release.promotion_moves(["C", "B", "A"], active, promoted)
+    assert [(m.service, m.node, m.again) for m in moves] == [
+        ("rabbitmq", "B", ()),
+        ("mariadb", "A", ()),
+    ]
+    worse = release.promotion_moves(["C", "A", "B"], active, promoted)
+    assert [(m.service, m.node, m.again) for m in worse] == [
+        ("mariadb", "A", ("B",)),
+        ("rabbitmq", "B", ()),
+    ]
+    assert sum(m.worst for m in worse) == 3
+
+
+def test_the_plan_orders_the_promoted_nodes_to_move_promotions_least() -> None:
+    """From the cluster: galera promoted on controller-0 only, redis promoted on controller-2
+    and stopped on controller-0. By name, controller-0 goes first and galera's promotion may
+    land on controller-2 and move again; the plan restarts controller-2 first (redis's
+    promotion lands on controller-1, done before), then controller-0: each moves once."""
+    mon = fakes.fixtures.mon("mon-ok.xml")
+    galera = "resources/bundle[@id='galera-bundle']/replica"
+    for replica in (1, 2):
+        mon.find(f"{galera}[@id='{replica}']/resource[@id='galera']").set("role", "Unpromoted")
+    redis = "resources/bundle[@id='redis-bundle']/replica"
+    mon.find(f"{redis}[@id='2']/resource[@id='redis']").set("role", "Promoted")
+    mon.find(f"{redis}[@id='1']/resource[@id='redis']").set("role", "Unpromoted")
+    for res in mon.find(f"{redis}[@id='0']").findall("resource"):
+        res.set("active", "false")
+        res.set("role", "Stopped")
+        for child in list(res):
+            res.remove(child)
+    cluster = plan.Cluster(fakes.fixtures.cib("base.xml"), mon, cib.cluster_status(mon))
+    entries = release.parse_release(
+        lines(f"mariadb = {REF[GALERA]}", "redis = r.example/r:2"), SCHEME
+    )
+    the_plan = release.plan_release(cluster, entries, None, SCHEME)
+    assert the_plan.targets == ("controller-1", "controller-2", "controller-0")
+    assert [(m.service, m.node, m.again) for m in the_plan.promotions] == [
+        ("redis", "controller-2", ()),
+        ("mariadb", "controller-0", ()),
+    ]
+
+
+def test_equal_orders_keep_the_names_order() -> None:
+    active = {"mariadb": {"A", "B", "C"}, "rabbitmq": {"A", "B", "C"}}
+    promoted = {"mariadb": {"A"}, "rabbitmq": {"B"}}
+    assert release.order_promoted(["A", "B"], active, promoted) == ["A", "B"]
+
+
+def test_the_plan_says_which_promotion_moves_in_text_and_json() -> None:
+    moves = (
+        release.PromotionMove("rabbitmq", "controller-1", ()),
+        release.PromotionMove("mariadb", "controller-2", ("controller-1",)),
+    )
+    the_plan = release.ReleasePlan(
+        (),
+        (
+            release.NodeTurn("controller-1", ("rabbitmq",), ("rabbitmq",), ("rabbitmq",)),
+            release.NodeTurn("controller-2", ("mariadb",), ("mariadb",), ("mariadb",)),
+        ),
+        promotions=moves,
+    )
+    text = "\n".join(the_plan.lines())
+    assert "rabbitmq retag+restart (promoted: rabbitmq's promotion moves off controller-1)" in text
+    assert (
+        "promotions that move (unless the replica already runs its image): rabbitmq's promotion "
+        "moves off controller-1; mariadb's promotion moves off controller-2, and may move again "
+        "on controller-1"
+    ) in text
+    doc = wf.ReleaseOutcome(the_plan).as_dict()
+    assert doc["promotions"] == [
+        {"service": "rabbitmq", "node": "controller-1", "may_move_again_on": []},
+        {"service": "mariadb", "node": "controller-2", "may_move_again_on": ["controller-1"]},
+    ]
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -120,8 +205,10 @@ def test_every_service_of_a_node_in_its_one_turn_each_replica_restarted_once(
     cluster = cluster_of(nodes)
     outcome = wf.run(context(cluster, journal_dir=tmp_path), request())
     assert outcome.report is not None
-    # Node by node, every service of the node before the next node; each replica once.
+    # Node by node, every service of the node before the next node; each replica once, the
+    # node's replicas in one restart (their holds placed and lifted together).
     assert restarts(cluster) == [(n, b) for n in NODES for b in (GALERA, RABBIT)]
+    assert cluster.kinds("together") == [("together", n, GALERA, RABBIT) for n in NODES]
     for node, store in nodes.items():
         for b in FLOAT:
             assert store.image_of(container_of(node, b)) == NEW[b]
@@ -163,6 +250,10 @@ def test_a_failure_on_the_second_node_puts_back_every_service_moved_there(
         assert second.image_of(container_of("controller-1", b)) == OLD[b]
         assert third.names[fakes.key(FLOAT[b])] == OLD[b]
     assert third.called("retag") == [] and third.called("restart") == []
+    # rabbitmq's replica, stopped by its failed start, cleaned up (it starts on the previous
+    # image), galera's restarted on its previous image.
+    assert cluster.kinds("cleanup")[-1] == ("cleanup", RABBIT, "controller-1")
+    assert restarts(cluster)[-1] == ("controller-1", GALERA)
     report = info.value.report
     assert report is not None
     assert [n["services"]["mariadb"]["result"] for n in report["nodes"]] == ["ok", "rolled-back"]
@@ -222,3 +313,42 @@ def test_the_release_file_is_read(tmp_path: Path) -> None:
     )
     assert [str(i.entry.image) for i in outcome.plan.items] == [REF[GALERA], REF[RABBIT]]
     assert str(parse(REF[GALERA])) == REF[GALERA]
+
+
+def test_a_node_that_fails_its_soak_puts_both_replicas_back_in_one_restart(
+    tmp_path: Path,
+) -> None:
+    """Both replicas of the node run their new images when the soak sees a new failed
+    operation: both go back to their previous images in one restart."""
+    nodes = stores()
+    cluster = cluster_of(nodes)
+    container = container_of("controller-0", RABBIT)
+    failure = cib.Failure(
+        f"{container}_monitor_60000", container, "monitor", 60000, "controller-0", 1, "error", ""
+    )
+
+    def say(text: str) -> None:
+        if "soaking" in text:
+            cluster.extra_failures.append(failure)
+
+    ctx = context(cluster, journal_dir=tmp_path, say=say)
+    with pytest.raises(UpdateFailed, match="during the soak on controller-0"):
+        wf.run(ctx, request(soak=0.01, every=False, nodes=("controller-0",)))
+    assert cluster.kinds("together") == [("together", "controller-0", GALERA, RABBIT)] * 2
+    store = nodes["controller-0"]
+    for b in FLOAT:
+        assert store.names[fakes.key(FLOAT[b])] == OLD[b]
+        assert store.image_of(container_of("controller-0", b)) == OLD[b]
+
+
+def test_leftover_holds_removed_then_the_cluster_waited_for_before_the_baseline(
+    tmp_path: Path,
+) -> None:
+    """What a killed run left is removed, then ``crm_resource --wait`` (the fake's ("wait",))
+    and the settle (another) before the cluster is read again: a DC that still looks idle
+    just after the change must not let the baseline miss a replica coming back."""
+    cluster = cluster_of(stores())
+    cluster.own_bans = ["cli-ban-galera-bundle-on-controller-0"]
+    wf.run(context(cluster, journal_dir=tmp_path), request())
+    at = cluster.events.index(("removed-bans", "cli-ban-galera-bundle-on-controller-0"))
+    assert cluster.events[at + 1 : at + 3] == [("wait",), ("wait",)]
