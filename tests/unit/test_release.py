@@ -4,12 +4,13 @@ on a node puts every service moved there back; the nodes done before stay update
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
-from pcmkimg.adapters.errors import RestartFailedError
+from pcmkimg.adapters.errors import PacemakerTimeoutError, RestartFailedError
 from pcmkimg.core import cib, plan, release
 from pcmkimg.core.errors import ReleaseFileError
 from pcmkimg.core.reference import parse
@@ -259,6 +260,43 @@ def test_a_failure_on_the_second_node_puts_back_every_service_moved_there(
     assert [n["services"]["mariadb"]["result"] for n in report["nodes"]] == ["ok", "rolled-back"]
     assert report["nodes"][1]["services"]["rabbitmq"]["result"] == "rolled-back"
     assert cluster.events[-1] == ("release",)
+
+
+def test_a_node_that_left_the_cluster_mid_release_gets_its_names_back_exit_6(
+    tmp_path: Path,
+) -> None:
+    """Issue 22 item 1 for a release: the node's restart timed out because the node left the
+    cluster. Every service moved there gets its names back (its replicas start on them when
+    the node rejoins); nothing is asked of the absent node; exit 6 says what happened."""
+    nodes = stores()
+    cluster = cluster_of(nodes)
+    timed_out = PacemakerTimeoutError("the restart did not finish within 5s", "check", rc=-1)
+    cluster.restart_errors[("controller-1", GALERA)] = (timed_out, True)
+
+    def say(text: str) -> None:
+        if "controller-1: FAILED" in text:  # the node is gone by the time the restart fails
+            cluster.base = dataclasses.replace(
+                cluster.base,
+                nodes=tuple(
+                    dataclasses.replace(n, online=False) if n.name == "controller-1" else n
+                    for n in cluster.base.nodes
+                ),
+            )
+
+    with pytest.raises(UpdateFailed, match="which left the cluster") as info:
+        wf.run(context(cluster, journal_dir=tmp_path, say=say), request())
+    assert info.value.family.__name__ == "NodeFailed"
+    assert "bring controller-1 back into the cluster" in info.value.fix
+    second = nodes["controller-1"]
+    for b in FLOAT:
+        assert second.names[fakes.key(FLOAT[b])] == OLD[b]
+    assert ("cleanup", RABBIT, "controller-1") not in cluster.events
+    # The node's one restart of both, and none after the failure.
+    assert [r for r in restarts(cluster) if r[0] == "controller-1"] == [
+        ("controller-1", GALERA),
+        ("controller-1", RABBIT),
+    ]
+    assert nodes["controller-2"].called("retag") == []
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path: Path) -> None:
