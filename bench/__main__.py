@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench import innode, status_figures
+from bench import innode, release_figure, status_figures
 from tests.sandbox import lifecycle
 from tests.sandbox.cluster import Cluster, from_state, wait_idle
 from tests.sandbox.proc import SandboxError
@@ -423,9 +423,10 @@ def report_restarts(times: dict[str, list[float]]) -> bool:
     return ok and one_mode
 
 
-GROUPS = ("agents", "status", "restart", "offline")
+GROUPS = ("agents", "status", "restart", "release", "offline")
 """``--only``'s groups: the agents' actions (guard monitor, meta-data), ``pcmkimg status`` live
-(5), the restarts (1-3), the offline status and model figures (6, 7; no sandbox)."""
+(5), the restarts (1-3), a release of four bundles against the operator's loop
+(:mod:`bench.release_figure`), the offline status and model figures (6, 7; no sandbox)."""
 
 
 def groups(text: str | None) -> tuple[str, ...]:
@@ -476,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     times: dict[str, list[float]] = {}
     restarts: dict[str, list[float]] = {}
+    releases: list[release_figure.Run] = []
     figures: list[status_figures.Figure] = []
     try:
         status_figures.byte_compile()  # the installed form: modules load from bytecode
@@ -498,13 +500,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if "restart" in only:
                     print("bench: the restarts ...", file=sys.stderr, flush=True)
                     restarts = measure_restarts(cl, str(info["registry"]), args.restart_runs)
+                if "release" in only:
+                    print("bench: a release against the loop ...", file=sys.stderr, flush=True)
+                    releases = release_figure.measure(cl, str(info["registry"]))
             finally:
                 print(f"bench: tearing down sandbox {args.name}", file=sys.stderr, flush=True)
                 lifecycle.down(args.name)
         if "offline" in only:
             print("bench: status and model offline ...", file=sys.stderr, flush=True)
             figures += status_figures.offline_figures(args.offline_rounds)
-    except (BenchError, SandboxError, RuntimeError, OSError, ValueError) as exc:
+    except (
+        BenchError,
+        release_figure.ReleaseBenchError,
+        SandboxError,
+        RuntimeError,
+        OSError,
+        ValueError,
+    ) as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2
     except status_figures.FigureError as exc:
@@ -519,6 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ok = report(times, args.rounds) and ok
     if restarts:
         ok = report_restarts(restarts) and ok
+    if releases:
+        ok = release_figure.report(releases) and ok
     load1, load5, load15 = os.getloadavg()
     print(
         f"bench: {', '.join(only)} in {(time.monotonic() - started) / 60:.1f} min; "
