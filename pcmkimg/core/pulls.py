@@ -42,6 +42,11 @@ class DigestMismatch(ImageError, BadInput):
     """The image has another digest than the one expected."""
 
 
+class StoreFull(ImageError):
+    """The node ran out of disk space for the pull: its image store (``/var/lib/containers``)
+    or the directory podman stages a pull's blobs in (``/var/tmp``, or ``TMPDIR``) is full."""
+
+
 class PullFailed(ImageError):
     """A pull failed for a reason not classified above."""
 
@@ -107,6 +112,9 @@ _FIXES: Mapping[type[ImageError], str] = MappingProxyType(
         ImageNotFound: "check the repository and tag in the registry "
         f"({cmd.shown(cmd.skopeo_list_tags())})",
         InvalidName: "give a valid reference such as registry.example.com:8787/ns/image:tag",
+        StoreFull: "free disk space on the node, in its image store (/var/lib/containers: "
+        "pcmkimg prune removes a service's old images) or its pull staging directory "
+        "(/var/tmp, or the podman service's TMPDIR), then run the command again",
         PullFailed: f"read the podman message above; run {cmd.quoted(cmd.podman_pull())} on the "
         "node to see more",
     }
@@ -130,6 +138,8 @@ def classify_pull_error(text: str, status: int | None = None) -> type[ImageError
 
 def _classify_text(text: str) -> type[ImageError]:
     low = text.lower()
+    if "no space left on device" in low:
+        return StoreFull
     if any(w in low for w in _NAME_WORDS):
         return InvalidName
     if "handshake timeout" not in low and any(w in low for w in _TLS_WORDS):
