@@ -402,6 +402,9 @@ def delete_node_attribute(runner: Runner, node: str, name: str) -> None:
 # --------------------------------------------------------------------------- restart
 
 POLL = 0.1  # seconds between two looks at the cluster while a restart or a settle runs
+RECHECK = 1.0
+"""Seconds between two looks, while a restarted replica is not back, at whether the ban removed
+from its node was written back (:func:`_ban_back`)."""
 
 
 @dataclass(frozen=True)
@@ -600,6 +603,7 @@ def restart_replica(
     *,
     poll: float = POLL,
     holds: Holds | None = None,
+    recheck: float = RECHECK,
 ) -> RestartReport:
     """Restart the replica of ``bundle_id`` on ``node`` in place and check that it came back.
 
@@ -616,6 +620,8 @@ def restart_replica(
 
     ``holds``: the caller's (see :func:`holding`), kept on failure for its rollback, all but
     the ban on ``node``; without it, everything placed is removed on every exit path.
+    ``recheck``: while the replica is not back, every so many seconds the ban removed from
+    ``node`` is looked for and removed again if another writer put it back (:func:`_ban_back`).
     """
     _need_live(runner, "a replica restart")
     config = query_cib(runner)
@@ -631,17 +637,27 @@ def restart_replica(
     )
     if holds is None:
         with holding(runner, bundle_id, timeout) as own:
-            return _restart(runner, own, bundle, replica, node, others, before, fix, timeout, poll)
+            return _restart(
+                runner, own, bundle, replica, node, others, before, fix, timeout, poll, recheck
+            )
     with sigterm_raises():
         try:
             return _restart(
-                runner, holds, bundle, replica, node, others, before, fix, timeout, poll
+                runner, holds, bundle, replica, node, others, before, fix, timeout, poll, recheck
             )
         except BaseException:
             with signals_held(), contextlib.suppress(PacemakerError):
                 holds.unban(node)  # the replica may come back here; the rest stays (the
                 # holding scope tries again, and says it, if this fails)
             raise
+
+
+def _ban_back(runner: Runner, bundle_id: str, node: str) -> bool:
+    """Whether our ban of ``bundle_id`` on ``node`` is in the CIB's constraints."""
+    out = runner.run(["cibadmin", "--query", "--scope", "constraints"]).stdout
+    root = etree.Element("cib")
+    etree.SubElement(root, "configuration").append(cib.parse_xml(out, what="constraints"))
+    return ban_id(bundle_id, node) in restart.own_bans(root, bundle_id)
 
 
 def _restart(
@@ -655,6 +671,7 @@ def _restart(
     fix: str,
     timeout: float,
     poll: float,
+    recheck: float = RECHECK,
 ) -> RestartReport:
     """The watch of :func:`restart_replica`, its holds placed first."""
     bundle_id = bundle.id
@@ -662,6 +679,7 @@ def _restart(
     marks: dict[str, float] = {}
     holds.place([node, *others])
     phase: restart.Phase = "stopping"
+    look_again = 0.0
     while True:
         state = status(runner)
         idle = None
@@ -681,9 +699,20 @@ def _restart(
         if verdict.act == "unban":
             marks["stopped"] = time.monotonic() - started
             holds.unban(node)
+            look_again = time.monotonic() + recheck
         elif verdict.act == "release":
             marks["active"] = time.monotonic() - started
             holds.release()
+        elif verdict.phase == "starting" and time.monotonic() >= look_again:
+            # Another writer's stale replace of the configuration (pcs's read-modify-replace)
+            # can put back the ban we removed: the replica would stay stopped until its end.
+            look_again = time.monotonic() + recheck
+            if _ban_back(runner, bundle_id, node):
+                log.warning(
+                    "%s was written back by another CIB writer: removed again",
+                    ban_id(bundle_id, node),
+                )
+                remove_ban(runner, bundle_id, node)
         phase = verdict.phase
         if phase == "done":
             break

@@ -272,6 +272,19 @@ class Updater:
                 else exc.fix,
             ) from exc
 
+    def clear_written_back(self, bundle: plan.BundleRef) -> None:
+        """Between two nodes no ban or pin of ours is in force: remove any that another
+        writer put back after our restart removed it (a stale replace of the configuration,
+        as ``pcs resource update`` makes: it reads, edits and replaces the section whole). A
+        ban on a node done before would stop its replica again. Then wait for the cluster to
+        settle, so that the next node's check sees that replica back."""
+        left = self.cluster.remove_own_bans(bundle.id)
+        if left:
+            for cid in left:
+                self.say(f"removed {cid}: another CIB writer had put it back")
+            self.record("leftover-bans", service=bundle.service, removed=left)
+            self.cluster.settle(self.timeout)
+
     def check_others(self, bundle: plan.BundleRef, node: str) -> None:
         """Refuse to touch ``node`` unless every other replica that was active when the update
         started is active, with as many promoted instances."""
@@ -594,6 +607,14 @@ class Updater:
         except PcmkimgError as exc:
             res.result = "rollback-failed"
             self.record("rollback-failed", service=bundle.service, node=node, error=exc.one_line())
+            if isinstance(exc, images.NodeUnreachable):
+                # The node's store went away (its podman API): once it is back, the same
+                # update finishes the node; going back by hand is the other way.
+                fix = (
+                    f"{exc.fix}, then run the same update again: it finishes {node} (the "
+                    f"journal's retag line says what {bundle.floating} named before and after); "
+                    f"or go back by hand: {fix}"
+                )
             raise RollbackFailed(
                 f"update of {bundle.service} failed on {node}, and so did its rollback: "
                 f"{exc.message}",
@@ -655,10 +676,12 @@ class Updater:
                 elif step.kind == "update":
                     (node,) = step.nodes
                     self.check_lease()
+                    self.clear_written_back(bundle)
                     res = NodeResult(node)
                     report.nodes.append(res)
                     self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
                 elif step.kind == "release":
+                    self.clear_written_back(bundle)
                     lease_scope.close()
                     self.holding = None
                 else:  # pragma: no cover - StepKind is closed

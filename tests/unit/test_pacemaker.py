@@ -13,7 +13,7 @@ from lxml import etree
 
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters import signals
-from pcmkimg.core import cib
+from pcmkimg.core import cib, restart
 from tests import fixtures
 
 Answer = Union[tuple[int, str, str], BaseException]
@@ -391,3 +391,19 @@ def test_signals_held_delivers_after_the_block() -> None:
                 signal.raise_signal(signal.SIGTERM)
                 done.append("cleanup ran")
     assert done == ["cleanup ran"]
+
+
+def test_a_ban_another_writer_put_back_is_removed_again_while_the_replica_is_down() -> None:
+    """Issue 22 item 5, seen live: ``pcs resource update`` replaces the configuration it read
+    before the watch removed the ban, which puts the ban back; the replica would stay stopped
+    until the ban's end. The watch looks again while the replica is not back."""
+    down = _mon_stopped("galera-bundle-podman-1")
+    r = restart_runner("mon-ok.xml", down, down, down, "mon-ok.xml")
+    back = restart.bans_xml("galera-bundle", ["controller-1"], "2030-01-01 00:00:00Z")
+    scope = ("cibadmin", "--query", "--scope", "constraints")
+    backend(r).answers[scope] = [(0, back, ""), (0, "<constraints/>", "")]
+    pm.restart_replica(r, "galera-bundle", "controller-1", timeout=90, poll=0, recheck=0)
+    argvs = backend(r).argvs()
+    assert argvs.count(BAN_DELETE) == 2  # once stopped, and once more when it came back
+    assert argvs.index(scope) < len(argvs) - 1 - argvs[::-1].index(BAN_DELETE)
+    assert argvs.count(PIN_DELETE) == 1
