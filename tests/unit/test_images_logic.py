@@ -51,8 +51,8 @@ PULL_ERRORS = [
     ("something nobody has seen before", images.PullFailed),
     # podman 4.3, its pull staging directory full (issue 22 item 6, seen live)
     (
-        'writing blob: storing blob to file "/run/fw-tmp/storage123/1": write '
-        "/run/fw-tmp/storage123/1: no space left on device",
+        'writing blob: storing blob to file "/run/fw-tmp/storage253116673/1": write '
+        "/run/fw-tmp/storage253116673/1: no space left on device",
         images.StoreFull,
     ),
 ]
