@@ -711,7 +711,9 @@ def test_another_operators_cib_edits_mid_update_survive_it(world, other_resource
         if lost:
             problems.append(f"the other operator's edits were lost: {lost}")
         label = f"CIB edits #{i + 1} at {moment.name} (update on {on}, edits on {where})"
-        tell(failures, label, problems, "the other edits kept", out.stderr)
+        back = sum("another CIB writer" in x for x in out.stderr.splitlines())
+        detail = f"the other edits kept; a ban of ours written back by them removed {back}x"
+        tell(failures, label, problems, detail, out.stderr)
     assert not failures, "\n".join(failures)
 
 
