@@ -403,8 +403,8 @@ def delete_node_attribute(runner: Runner, node: str, name: str) -> None:
 
 POLL = 0.1  # seconds between two looks at the cluster while a restart or a settle runs
 RECHECK = 1.0
-"""Seconds between two looks, while a restarted replica is not back, at whether the ban removed
-from its node was written back (:func:`_ban_back`)."""
+"""Seconds between two looks, while a restart is watched, for a ban of ours another writer wrote
+back (:func:`_written_back`)."""
 
 
 @dataclass(frozen=True)
@@ -620,8 +620,8 @@ def restart_replica(
 
     ``holds``: the caller's (see :func:`holding`), kept on failure for its rollback, all but
     the ban on ``node``; without it, everything placed is removed on every exit path.
-    ``recheck``: while the replica is not back, every so many seconds the ban removed from
-    ``node`` is looked for and removed again if another writer put it back (:func:`_ban_back`).
+    ``recheck``: every so many seconds of the watch, a ban of ours that another writer put back
+    (:func:`_written_back`) is removed again.
     """
     _need_live(runner, "a replica restart")
     config = query_cib(runner)
@@ -652,12 +652,15 @@ def restart_replica(
             raise
 
 
-def _ban_back(runner: Runner, bundle_id: str, node: str) -> bool:
-    """Whether our ban of ``bundle_id`` on ``node`` is in the CIB's constraints."""
+def _written_back(runner: Runner, bundle_id: str, placed: Sequence[str]) -> list[str]:
+    """The nodes of our bans of ``bundle_id`` in the CIB's constraints other than ``placed``
+    (those in force now): bans an earlier restart removed and another writer put back."""
     out = runner.run(["cibadmin", "--query", "--scope", "constraints"]).stdout
     root = etree.Element("cib")
     etree.SubElement(root, "configuration").append(cib.parse_xml(out, what="constraints"))
-    return ban_id(bundle_id, node) in restart.own_bans(root, bundle_id)
+    prefix = ban_id(bundle_id, "")
+    found = [cid[len(prefix) :] for cid in restart.own_bans(root, bundle_id)]
+    return [n for n in found if n not in placed]
 
 
 def _restart(
@@ -679,7 +682,7 @@ def _restart(
     marks: dict[str, float] = {}
     holds.place([node, *others])
     phase: restart.Phase = "stopping"
-    look_again = 0.0
+    look_again = time.monotonic() + recheck
     while True:
         state = status(runner)
         idle = None
@@ -699,20 +702,20 @@ def _restart(
         if verdict.act == "unban":
             marks["stopped"] = time.monotonic() - started
             holds.unban(node)
-            look_again = time.monotonic() + recheck
         elif verdict.act == "release":
             marks["active"] = time.monotonic() - started
             holds.release()
-        elif verdict.phase == "starting" and time.monotonic() >= look_again:
+        elif time.monotonic() >= look_again:
             # Another writer's stale replace of the configuration (pcs's read-modify-replace)
-            # can put back the ban we removed: the replica would stay stopped until its end.
+            # can put back a ban we removed (this restart's, or an earlier one's): a replica
+            # would stay stopped until its end, or stop and move.
             look_again = time.monotonic() + recheck
-            if _ban_back(runner, bundle_id, node):
+            for back in _written_back(runner, bundle_id, holds.banned):
                 log.warning(
                     "%s was written back by another CIB writer: removed again",
-                    ban_id(bundle_id, node),
+                    ban_id(bundle_id, back),
                 )
-                remove_ban(runner, bundle_id, node)
+                remove_ban(runner, bundle_id, back)
         phase = verdict.phase
         if phase == "done":
             break

@@ -675,11 +675,26 @@ def other_resource(world) -> Iterator[None]:  # type: ignore[no-untyped-def]
     wait_idle(cl)
 
 
-def edit_cib(cl: Cluster, where: str, tag: str) -> list[str]:
+def edit_cib(cl: Cluster, r: pm.Runner, where: str, tag: str, *, stale: str | None) -> list[str]:
     """Another operator's edits on ``where``: a ``pcs resource update`` of another resource, a
     constraint, then 20 writes of a permanent attribute of another node 0.1 s apart (some
-    land between a read and a write of pcmkimg's). What each left, to check afterwards."""
-    cl.run(where, ["pcs", "resource", "update", OTHER, f"fake={tag}"])
+    land between a read and a write of pcmkimg's). What each left, to check afterwards.
+
+    ``stale`` (a node restarting): the resource update the way of a slow pcs (or of an
+    operator's ``pcs cluster cib`` copy): the CIB read now (with the restart's ban on that
+    node), edited with ``pcs -f``, and pushed with ``pcs cluster cib-push --config`` (which
+    replaces the configuration section whole) once the restart removed that ban: the push
+    writes the ban back."""
+    if stale:
+        copy = cl.state.dir / f"fw-cib-{tag}.xml"
+        copy.write_text(cl.run(where, ["cibadmin", "--query"]).stdout)
+        cl.run(where, ["pcs", "-f", str(copy), "resource", "update", OTHER, f"fake={tag}"])
+        cid = f"cli-ban-{BUNDLE}-on-{stale}"
+        wait_for(lambda: cid not in own_bans(r), "the restart to remove its ban", 120, 0.02)
+        cl.run(where, ["pcs", "cluster", "cib-push", str(copy), "--config"])
+        copy.unlink()
+    else:
+        cl.run(where, ["pcs", "resource", "update", OTHER, f"fake={tag}"])
     xml = f'<rsc_location id="fw-edit-{tag}" rsc="{OTHER}" node="controller-1" score="7"/>'
     cl.run(where, ["cibadmin", "--create", "-o", "constraints", "--xml-text", xml])
     for k in range(20):
@@ -704,15 +719,17 @@ CIB_MOMENTS = [
     Moment("pulls", lambda run_, r: run_.said("pulling "), (0.0, 0.2)),
     Moment("mid-restart", restarting, (0.0, 0.3)),
     Moment("between nodes", lambda run_, r: run_.said(": healthy on "), (0.0, 0.1)),
+    Moment("a stale push over a restart", restarting, (0.0, 0.1)),
 ]
+STALE = len(CIB_MOMENTS) - 1
 
 
 def test_another_operators_cib_edits_mid_update_survive_it(world, other_resource) -> None:  # type: ignore[no-untyped-def]
     sb, cl, r = world
     rng = random.Random(SEED + 5)
     failures: list[str] = []
-    # The restart first: pcs read the CIB with our ban and wrote it back after we removed it.
-    for i, moment in pick("CIB edits", CIB_MOMENTS, first=2):
+    # The stale push first: it wrote our ban back after we had removed it (found live).
+    for i, moment in pick("CIB edits", CIB_MOMENTS, first=STALE):
         on = cl.names[i % 3]
         where = cl.names[(i + 1) % 3]
         target, want = target_for(sb, cl)
@@ -720,7 +737,8 @@ def test_another_operators_cib_edits_mid_update_survive_it(world, other_resource
         args = ("update", SERVICE, "--image", target, "--all")
         run_ = spawn_run(cl, on, cl.conf, *args)
         hit = wait_trigger(run_, r, moment, rng)
-        wanted = edit_cib(cl, where, tag)
+        node = next((x.split(":")[0] for x in run_.lines if ": restarting " in x), None)
+        wanted = edit_cib(cl, r, where, tag, stale=node if i == STALE else None)
         out = finish(run_)
         wait_idle(cl, on)
         problems = converged(cl, r, want, out, on)
@@ -732,6 +750,8 @@ def test_another_operators_cib_edits_mid_update_survive_it(world, other_resource
             problems.append(f"the other operator's edits were lost: {lost}")
         label = f"CIB edits #{i + 1} at {moment.name} (update on {on}, edits on {where})"
         back = sum("another CIB writer" in x for x in out.stderr.splitlines())
+        if i == STALE and not back:
+            problems.append("the stale push wrote no ban of ours back")
         detail = f"the other edits kept; a ban of ours written back by them removed {back}x"
         tell(failures, label, problems, detail, out.stderr)
     assert not failures, "\n".join(failures)
