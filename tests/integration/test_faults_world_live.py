@@ -682,16 +682,22 @@ def edit_cib(cl: Cluster, r: pm.Runner, where: str, tag: str, *, stale: str | No
 
     ``stale`` (a node restarting): the resource update the way of a slow pcs (or of an
     operator's ``pcs cluster cib`` copy): the CIB read now (with the restart's ban on that
-    node), edited with ``pcs -f``, and pushed with ``pcs cluster cib-push --config`` (which
-    replaces the configuration section whole) once the restart removed that ban: the push
+    node), edited offline (``crm_resource`` on the copy), and pushed as ``pcs cluster
+    cib-push --config`` pushes it
+    (the configuration section replaced whole) once the restart removed that ban: the push
     writes the ban back."""
     if stale:
         copy = cl.state.dir / f"fw-cib-{tag}.xml"
         copy.write_text(cl.run(where, ["cibadmin", "--query"]).stdout)
-        cl.run(where, ["pcs", "-f", str(copy), "resource", "update", OTHER, f"fake={tag}"])
+        # The edit, fast (pcs -f takes seconds): the push must come while the restart runs.
+        edit = ["crm_resource", "--resource", OTHER, "--set-parameter", "fake"]
+        cl.run(where, [*edit, "--parameter-value", tag], env={"CIB_file": str(copy)})
         cid = f"cli-ban-{BUNDLE}-on-{stale}"
         wait_for(lambda: cid not in own_bans(r), "the restart to remove its ban", 120, 0.02)
-        cl.run(where, ["pcs", "cluster", "cib-push", str(copy), "--config"])
+        # What `pcs cluster cib-push --config` (and `pcs resource update`) run, without pcs's
+        # second of start-up: the push lands while the restart's replica is still starting.
+        push = ["cibadmin", "--replace", "--scope", "configuration", "--xml-file", str(copy)]
+        cl.run(where, push)
         copy.unlink()
     else:
         cl.run(where, ["pcs", "resource", "update", OTHER, f"fake={tag}"])
