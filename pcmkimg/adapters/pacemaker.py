@@ -352,6 +352,9 @@ def delete_node_attribute(runner: Runner, node: str, name: str) -> None:
 # --------------------------------------------------------------------------- restart
 
 POLL = 0.1  # seconds between two looks at the cluster while a restart or a settle runs
+RECHECK = 1.0
+"""Seconds between two looks, while a restart is watched, for a ban of ours another writer wrote
+back (:func:`_written_back`)."""
 
 
 @dataclass(frozen=True)
@@ -594,6 +597,7 @@ def restart_replica(
     *,
     poll: float = POLL,
     holds: Holds | None = None,
+    recheck: float = RECHECK,
 ) -> RestartReport:
     """Restart the replica of ``bundle_id`` on ``node`` in place and check that it came back.
 
@@ -610,8 +614,12 @@ def restart_replica(
 
     ``holds``: the caller's (see :func:`holding`), kept on failure for its rollback, all but
     the ban on ``node``; without it, everything placed is removed on every exit path.
+    ``recheck``: every so many seconds of the watch, a ban of ours that another writer put back
+    (:func:`_written_back`) is removed again.
     """
-    (report,) = restart_replicas(runner, [bundle_id], node, timeout, poll=poll, holds=holds)
+    (report,) = restart_replicas(
+        runner, [bundle_id], node, timeout, poll=poll, holds=holds, recheck=recheck
+    )
     return report
 
 
@@ -623,6 +631,7 @@ def restart_replicas(
     *,
     poll: float = POLL,
     holds: Holds | None = None,
+    recheck: float = RECHECK,
 ) -> list[RestartReport]:
     """:func:`restart_replica` of the replicas of several bundles on ``node`` together: their
     holds placed in one CIB write, their bans on ``node`` lifted together once every one is
@@ -643,15 +652,33 @@ def restart_replicas(
             restart.check_no_bans(config, bundle.id, [node, *others], pin=True)
     if holds is None:
         with holding(runner, bundle_ids[0], timeout) as own:
-            return _restart(runner, own, group, node, before, timeout, poll)
+            return _restart(runner, own, group, node, before, timeout, poll, recheck)
     with sigterm_raises():
         try:
-            return _restart(runner, holds, group, node, before, timeout, poll)
+            return _restart(runner, holds, group, node, before, timeout, poll, recheck)
         except BaseException:
             with signals_held(), contextlib.suppress(PacemakerError):
                 holds.unban_all(node)  # the replicas may come back here; the rest stays (the
                 # holding scope tries again, and says it, if this fails)
             raise
+
+
+def _written_back(
+    runner: Runner, bundle_ids: Sequence[str], placed: Mapping[str, Sequence[str]]
+) -> list[tuple[str, str]]:
+    """(bundle, node) of our bans of ``bundle_ids`` in the CIB's constraints other than those
+    ``placed`` (in force now, bundle -> nodes): bans an earlier restart removed and another
+    writer put back. One read of the constraints."""
+    out = runner.run(["cibadmin", "--query", "--scope", "constraints"]).stdout
+    root = etree.Element("cib")
+    etree.SubElement(root, "configuration").append(cib.parse_xml(out, what="constraints"))
+    back = []
+    for bundle_id in bundle_ids:
+        prefix = ban_id(bundle_id, "")
+        for cid in restart.own_bans(root, bundle_id):
+            if cid[len(prefix) :] not in placed.get(bundle_id, []):
+                back.append((bundle_id, cid[len(prefix) :]))
+    return back
 
 
 def _restart(
@@ -662,6 +689,7 @@ def _restart(
     before: cib.ClusterStatus,
     timeout: float,
     poll: float,
+    recheck: float = RECHECK,
 ) -> list[RestartReport]:
     """The watch of :func:`restart_replicas`, its holds placed first."""
     names = ", ".join(bundle.id for bundle, _, _ in group)
@@ -670,6 +698,7 @@ def _restart(
     marks: dict[str, float] = {}
     holds.place_all({bundle.id: [node, *others] for bundle, _, others in group})
     phase: restart.Phase = "stopping"
+    look_again = time.monotonic() + recheck
     while True:
         state = status(runner)
         idle = None
@@ -699,6 +728,18 @@ def _restart(
         elif verdict.act == "release":
             marks["active"] = time.monotonic() - started
             holds.release()
+        elif time.monotonic() >= look_again:
+            # Another writer's stale replace of the configuration (pcs's read-modify-replace)
+            # can put back a ban we removed (this restart's, or an earlier one's): a replica
+            # would stay stopped until its end, or stop and move.
+            look_again = time.monotonic() + recheck
+            ids = [bundle.id for bundle, _, _ in group]
+            for bundle_id, back in _written_back(runner, ids, holds.bans):
+                log.warning(
+                    "%s was written back by another CIB writer: removed again",
+                    ban_id(bundle_id, back),
+                )
+                remove_ban(runner, bundle_id, back)
         phase = verdict.phase
         if phase == "done":
             break

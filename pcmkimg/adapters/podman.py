@@ -45,6 +45,7 @@ from pcmkimg.core.errors import (
     RegistryUnreachable,
     SocketDown,
     StoreError,
+    StoreFull,
     TLSError,
 )
 from pcmkimg.core.images import (
@@ -619,6 +620,7 @@ __all__ = [
     "Retagged",
     "Store",
     "StoreError",
+    "StoreFull",
     "StorePort",
     "TLSError",
     "TagOp",

@@ -98,6 +98,11 @@ class DigestMismatch(ImageError, BadInput):
     """The image has another digest than the one expected."""
 
 
+class StoreFull(ImageError):
+    """The node ran out of disk space for the pull: its image store (``/var/lib/containers``)
+    or the directory podman stages a pull's blobs in (``/var/tmp``, or ``TMPDIR``) is full."""
+
+
 class PullFailed(ImageError):
     """A pull failed for a reason not classified above."""
 

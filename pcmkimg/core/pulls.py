@@ -21,6 +21,7 @@ from pcmkimg.core.errors import (
     InvalidName,
     PullFailed,
     RegistryUnreachable,
+    StoreFull,
     TLSError,
 )
 
@@ -85,6 +86,9 @@ PULL_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
         ImageNotFound: "check the repository and tag in the registry "
         f"({cmd.shown(cmd.skopeo_list_tags())})",
         InvalidName: "give a valid reference such as registry.example.com:8787/ns/image:tag",
+        StoreFull: "free disk space on the node, in its image store (/var/lib/containers: "
+        "pcmkimg prune removes a service's old images) or its pull staging directory "
+        "(/var/tmp, or the podman service's TMPDIR), then run the command again",
         PullFailed: f"read the podman message above; run {cmd.quoted(cmd.podman_pull())} on the "
         "node to see more",
     }
@@ -108,6 +112,8 @@ def classify_pull_error(text: str, status: int | None = None) -> type[ImageError
 
 def _classify_text(text: str) -> type[ImageError]:
     low = text.lower()
+    if "no space left on device" in low:
+        return StoreFull
     if any(w in low for w in _NAME_WORDS):
         return InvalidName
     if "handshake timeout" not in low and any(w in low for w in _TLS_WORDS):

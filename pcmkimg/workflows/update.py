@@ -23,7 +23,7 @@ from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import cib, lease, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import restart as restart_rules
-from pcmkimg.core.errors import PreflightFailed
+from pcmkimg.core.errors import NodeUnreachable, PreflightFailed
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.report import NodeResult, Result, UpdateReport
 from pcmkimg.errors import PcmkimgError, UsageError
@@ -282,6 +282,19 @@ class Updater:
             return None
         res.before = earlier.old_id
         return earlier
+
+    def clear_written_back(self, bundle: plan.BundleRef) -> None:
+        """Between two nodes no ban or pin of ours is in force: remove any that another
+        writer put back after our restart removed it (a stale replace of the configuration,
+        as ``pcs resource update`` makes: it reads, edits and replaces the section whole). A
+        ban on a node done before would stop its replica again. Then wait for the cluster to
+        settle, so that the next node's check sees that replica back."""
+        left = self.cluster.remove_own_bans(bundle.id)
+        if left:
+            for cid in left:
+                self.say(f"removed {cid}: another CIB writer had put it back")
+            self.record("leftover-bans", service=bundle.service, removed=left)
+            self.cluster.settle(self.timeout)
 
     def check_others(self, bundle: plan.BundleRef, node: str) -> None:
         """Refuse to touch ``node`` unless every other replica that was active when the update
@@ -669,11 +682,13 @@ class Updater:
                 elif step.kind == "update":
                     (node,) = step.nodes
                     self.check_lease()
+                    self.clear_written_back(bundle)
                     res = NodeResult(node)
                     report.nodes.append(res)
                     with self.quiet():
                         self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
                 elif step.kind == "release":
+                    self.clear_written_back(bundle)
                     lease_scope.close()
                     self.holding = None
                 else:  # pragma: no cover - StepKind is closed
@@ -789,6 +804,14 @@ def roll_back_together(undos: Sequence[Undo], holds: HoldsPort) -> bool:
         raise  # its own message and fix say what is left behind
     except PcmkimgError as exc:
         failed(exc.one_line())
+        if isinstance(exc, NodeUnreachable):
+            # The node's store went away (its podman API): once it is back, the same command
+            # finishes the node; going back by hand is the other way.
+            fixes = (
+                f"{exc.fix}, then run the same command again: it finishes {node} (the "
+                "journal's retag lines say what each floating name named before and after); "
+                f"or go back by hand: {fixes}"
+            )
         raise RollbackFailed(
             f"update of {services} failed on {node}, and so did its rollback: {exc.message}",
             fixes,

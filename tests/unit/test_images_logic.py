@@ -50,6 +50,12 @@ PULL_ERRORS = [
     ("dial tcp: lookup r.example.com: no such host", images.RegistryUnreachable),
     ("repository name must be lowercase", images.InvalidName),
     ("something nobody has seen before", images.PullFailed),
+    # podman 4.3, its pull staging directory full (issue 22 item 6, seen live)
+    (
+        'writing blob: storing blob to file "/run/fw-tmp/storage253116673/1": write '
+        "/run/fw-tmp/storage253116673/1: no space left on device",
+        images.StoreFull,
+    ),
 ]
 
 

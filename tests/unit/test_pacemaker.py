@@ -21,7 +21,7 @@ from pcmkimg.adapters.errors import (
     RestartFailedError,
     ToolMissingError,
 )
-from pcmkimg.core import cib
+from pcmkimg.core import cib, restart
 from pcmkimg.core.errors import RestartRefusedError
 from tests import fixtures
 
@@ -281,7 +281,10 @@ ALL_REMOVED = (
 def test_restart_places_the_ban_watches_and_removes_it_once_stopped() -> None:
     down = _mon_down("galera-bundle-podman-1")
     r = restart_runner("mon-ok.xml", down, "mon-ok.xml")
-    report = pm.restart_replica(r, "galera-bundle", "controller-1", timeout=90, poll=0)
+    # recheck: no look for bans written back (the exact sequence of calls below)
+    report = pm.restart_replica(
+        r, "galera-bundle", "controller-1", timeout=90, poll=0, recheck=3600
+    )
     assert (report.node, report.replica, report.container) == (
         "controller-1",
         1,
@@ -490,3 +493,28 @@ def test_signals_held_delivers_after_the_block() -> None:
                 signal.raise_signal(signal.SIGTERM)
                 done.append("cleanup ran")
     assert done == ["cleanup ran"]
+
+
+def test_a_ban_another_writer_put_back_is_removed_again_while_the_replica_is_down() -> None:
+    """Issue 22 item 5, seen live: ``pcs resource update`` (or ``pcs cluster cib-push``)
+    replaces the configuration as it read it before the watch removed the ban, which puts the
+    ban back (and an earlier restart's ban on another node); the replica would stay stopped
+    until the ban's end, or another one would stop and move. The watch looks again."""
+    down = _mon_down("galera-bundle-podman-1")
+    r = restart_runner("mon-ok.xml", down, down, down, "mon-ok.xml")
+    back = restart.bans_xml(
+        "galera-bundle", ["controller-1", "controller-0"], "2030-01-01 00:00:00Z"
+    )
+    scope = ("cibadmin", "--query", "--scope", "constraints")
+    none = (0, "<constraints/>", "")
+    # A look while stopping (the ban in force is ours: left alone), then the written-back ones.
+    ours = restart.bans_xml("galera-bundle", ["controller-1"], "2030-01-01 00:00:00Z")
+    backend(r).answers[scope] = [(0, ours, ""), (0, back, ""), none]
+    pm.restart_replica(r, "galera-bundle", "controller-1", timeout=90, poll=0, recheck=0)
+    argvs = backend(r).argvs()
+    assert argvs.count(BAN_DELETE) == 2  # once stopped, and once more when it came back
+    earlier = BAN_DELETE[:-1] + ('<rsc_location id="cli-ban-galera-bundle-on-controller-0"/>',)
+    assert argvs.count(earlier) == 1
+    first_delete = argvs.index(BAN_DELETE)
+    assert scope in argvs[:first_delete]  # looked while stopping, removed nothing then
+    assert argvs.count(UNPINNED[0]) == 1
