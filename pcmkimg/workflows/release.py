@@ -187,10 +187,19 @@ def _run(
         ids = _pull(the_plan, updaters)
         for turn in the_plan.turns:
             first.check_lease()
+            _clear_written_back(the_plan, updaters)
             results = report.turn(turn.node, turn.services)
             _turn(ctx, the_plan, turn, req, updaters, ids, results)
+        _clear_written_back(the_plan, updaters)
     for item in the_plan.items:
         first.record("done", service=item.bundle.service, summary=report.summary())
+
+
+def _clear_written_back(the_plan: release.ReleasePlan, updaters: dict[str, Updater]) -> None:
+    """Between two nodes, and before the lease goes: no ban or pin of ours is in force (see
+    :meth:`~pcmkimg.workflows.update.Updater.clear_written_back`), for every bundle."""
+    for item in the_plan.items:
+        updaters[item.bundle.service].clear_written_back(item.bundle)
 
 
 def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, Updater]) -> None:

@@ -390,3 +390,32 @@ def test_leftover_holds_removed_then_the_cluster_waited_for_before_the_baseline(
     wf.run(context(cluster, journal_dir=tmp_path), request())
     at = cluster.events.index(("removed-bans", "cli-ban-galera-bundle-on-controller-0"))
     assert cluster.events[at + 1 : at + 3] == [("wait",), ("wait",)]
+
+
+def test_a_ban_another_writer_put_back_after_a_node_is_removed_before_the_next(
+    tmp_path: Path,
+) -> None:
+    """Issue 22 item 5 for a release: a stale replace of the configuration (``pcs resource
+    update``) after controller-0's turn puts its ban back; it is removed before controller-1's
+    turn and the cluster settles, as an update's node step does."""
+    nodes = stores()
+    cluster = cluster_of(nodes)
+    written_back = f"cli-ban-{GALERA}-on-controller-0"
+    restart_replicas = cluster.restart_replicas
+
+    def then_written_back(bundle_ids, node, timeout, *, holds=None):  # type: ignore[no-untyped-def]
+        restart_replicas(bundle_ids, node, timeout, holds=holds)
+        if node == "controller-0":
+            cluster.own_bans = [written_back]
+
+    cluster.restart_replicas = then_written_back  # type: ignore[method-assign]
+    outcome = wf.run(context(cluster, journal_dir=tmp_path), request())
+    assert outcome.report is not None
+    assert {r.result for per in outcome.report.nodes for r in per.values()} == {"ok"}
+    steps = [e[:2] for e in cluster.kinds("together", "removed-bans", "wait")]
+    assert steps[:4] == [
+        ("together", "controller-0"),
+        ("removed-bans", written_back),
+        ("wait",),
+        ("together", "controller-1"),
+    ]
