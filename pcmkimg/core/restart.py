@@ -385,7 +385,8 @@ def judge(
       look just after a constraint change may come before the DC noticed it).
 
     A new failed operation of the replica fails it at once, as does the replica active on
-    another node (it must come back in place).
+    another node (it must come back in place), or another replica of the bundle active on
+    ``node`` (it took the replica's place: ours cannot come back there).
     """
     failures = new_failures(before, seen.state.failures, bundle, replica, node)
     if failures:
@@ -395,6 +396,20 @@ def judge(
     )
     if mine is not None and mine.active and mine.node not in (None, node):
         return Verdict(phase, failed=f"the replica started on {mine.node}, not on {node}")
+    taken = next(
+        (
+            r
+            for r in seen.state.replicas_of(bundle.id)
+            if r.replica != replica.replica and r.active and r.node == node
+        ),
+        None,
+    )
+    if taken is not None:  # e.g. a ban of ours written back elsewhere by a stale replace
+        return Verdict(
+            phase,
+            failed=f"replica {taken.replica} of {bundle.id} started on {node}, in the place of "
+            f"replica {replica.replica}",
+        )
     up = mine is not None and mine.active and mine.node == node and not mine.failed
     if phase == "stopping":
         return Verdict("starting", act="unban") if not (mine and mine.active) else Verdict(phase)

@@ -223,3 +223,17 @@ def test_controller_idle_reads_crmadmin_xml() -> None:
     assert restart.controller_idle(doc("S_IDLE"))
     assert not restart.controller_idle(doc("S_TRANSITION_ENGINE"))
     assert not restart.controller_idle(etree.fromstring("<pacemaker-result/>"))
+
+
+def test_another_replica_on_the_node_fails_the_watch_at_once() -> None:
+    """Issue 22 item 5, seen live: a stale replace of the configuration (``pcs resource
+    update``) wrote an earlier node's ban back, and that node's replica moved onto the node
+    being restarted, in our replica's place. The watch fails at once (it waited its whole
+    timeout for a replica that could not come back there)."""
+    looks = [
+        (stopped(ok(), "galera-bundle-podman-1"), None),
+        (moved(stopped(ok(), "galera-bundle-podman-1"), "galera-bundle-podman-2", NODE), None),
+    ]
+    verdicts = run_watch(looks)
+    assert not verdicts[0].failed
+    assert "replica 2 of galera-bundle started on controller-1" in str(verdicts[-1].failed)
