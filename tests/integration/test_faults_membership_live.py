@@ -33,7 +33,6 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.adapters import pacemaker as pm
-from pcmkimg.core import cib, lease
 from tests.integration.test_fault_injection_live import (
     BUNDLE,
     FLOATING,
@@ -44,11 +43,12 @@ from tests.integration.test_fault_injection_live import (
     journal,
     replica_down,
     rerun,
-    running_images,
     runs,
     spawn,
     stack,  # noqa: F401 (a fixture)
 )
+from tests.integration.test_faults_world_live import converged as converged_after
+from tests.integration.test_faults_world_live import leftovers
 from tests.sandbox.cluster import LEASE_PERIOD, Cluster, node_env, wait_idle
 from tests.sandbox.fixtures import Sandbox, guarded_bundle
 from tests.sandbox.proc import alive, start_time, wait_for
@@ -270,37 +270,13 @@ def last_line(run: Run) -> str:
     return lines[-1] if lines else ""
 
 
-def leftovers(r: pm.Runner) -> list[str]:
-    """What pcmkimg may have left in the CIB: our constraints and pins, the lease."""
-    config = pm.query_cib(r)
-    found = [c.id for c in cib.cli_constraints(config)]
-    found += [
-        e.get("id", "") for e in config.iter("meta_attributes") if "pcmkimg-pin" in e.get("id", "")
-    ]
-    if lease.read(config) is not None:
-        found.append(lease.PROPERTY)
-    return found
-
-
 def converged(
     sb: Sandbox, cl: Cluster, r: pm.Runner, node: str, args: tuple[str, ...], want: str
 ) -> list[str]:
     """Re-run ``args`` on ``node``: the problems, if it did not converge."""
     out = rerun(cl, node, args, timeout=240)
     wait_idle(cl, node)
-    problems = []
-    if out.returncode != 0:
-        problems.append(f"the re-run exited {out.returncode}: {out.stderr[-4000:]}")
-    if set(floating_ids(cl).values()) != {want}:
-        problems.append(f"floating names {floating_ids(cl)}")
-    if running_images(cl) != {n: {want} for n in cl.names}:
-        problems.append(f"running {running_images(cl)}")
-    if leftovers(r):
-        problems.append(f"left in the CIB after the re-run: {leftovers(r)}")
-    events = (list(runs(journal(cl, node)).values()) or [[]])[-1]
-    if not events or events[0] != "start" or events[-1] != "done":
-        problems.append(f"the re-run's journal: {events}")
-    return problems
+    return converged_after(cl, r, want, out, node)
 
 
 def target(sb: Sandbox, cl: Cluster) -> str:
