@@ -213,20 +213,30 @@ def attribute_name(service: str, configured: str | None = None) -> str:
     return configured or f"pcmkimg-{service}"
 
 
+def is_hold_name(ref: Reference, scheme: Scheme = DEFAULT_SCHEME) -> bool:
+    """``<prefix>/<service>:pcmkhold``: the short-lived name that keeps an image named while
+    its only name moves (:func:`~pcmkimg.core.tagplan.retag_plan`); a killed swap leaves it."""
+    parent = ref.name.rpartition("/")[0]
+    return ref.digest is None and ref.tag == HOLD_TAG and parent == scheme.prefix
+
+
 def is_scheme_name(name: str) -> bool:
-    """A floating or rollback name of either scheme (an invalid name is not)."""
+    """A floating, rollback or hold name of our scheme (or a legacy floating name); an
+    invalid name is not."""
     try:
-        return classify(name) is not None
+        ref = parse(name)
     except InvalidReference:
         return False
+    return classify(ref) is not None or is_hold_name(ref)
 
 
 def is_real(name: str) -> bool:
-    """A valid name that is not a floating or rollback name of either scheme."""
+    """A valid name that is none of :func:`is_scheme_name`'s: one a registry may hold."""
     try:
-        return classify(name) is None
+        parse(name)
     except InvalidReference:
         return False
+    return not is_scheme_name(name)
 
 
 def describe(resolved: Resolved) -> str:

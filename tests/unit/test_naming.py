@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pcmkimg.core import naming
 from pcmkimg.core.errors import InvalidReference, InvalidScheme, NotFloatingName
 from pcmkimg.core.naming import (
     DEFAULT_SCHEME,
@@ -198,3 +199,14 @@ def test_migration_target_refuses_other_names() -> None:
         migration_target("reg:8787/ns/mariadb:17.1.2")
     assert "'reg:8787/ns/mariadb:17.1.2' is neither a floating name" in info.value.message
     assert info.value.fix
+
+
+def test_the_hold_name_is_ours_not_a_real_name() -> None:
+    """A swap killed mid-way leaves ``<prefix>/<service>:pcmkhold`` on the image: it is one of
+    our names (status does not list it, ``outdated`` never asks a registry about it)."""
+    hold = "cluster.common.tag/fi:pcmkhold"
+    assert naming.is_scheme_name(hold) and not naming.is_real(hold)
+    assert naming.is_scheme_name("cluster.common.tag/fi:pcmkprevious")
+    for real in ("reg.example:5000/ns/fi:pcmkhold", "cluster.common.tag/a/fi:pcmkhold"):
+        assert naming.is_real(real) and not naming.is_scheme_name(real)
+    assert not naming.is_real("Bad//Name") and not naming.is_scheme_name("Bad//Name")
