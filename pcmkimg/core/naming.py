@@ -220,23 +220,25 @@ def is_hold_name(ref: Reference, scheme: Scheme = DEFAULT_SCHEME) -> bool:
     return ref.digest is None and ref.tag == HOLD_TAG and parent == scheme.prefix
 
 
+def _ours(ref: Reference) -> bool:
+    return classify(ref) is not None or is_hold_name(ref)
+
+
 def is_scheme_name(name: str) -> bool:
     """A floating, rollback or hold name of our scheme (or a legacy floating name); an
     invalid name is not."""
     try:
-        ref = parse(name)
+        return _ours(parse(name))
     except InvalidReference:
         return False
-    return classify(ref) is not None or is_hold_name(ref)
 
 
 def is_real(name: str) -> bool:
     """A valid name that is none of :func:`is_scheme_name`'s: one a registry may hold."""
     try:
-        parse(name)
+        return not _ours(parse(name))
     except InvalidReference:
         return False
-    return not is_scheme_name(name)
 
 
 def describe(resolved: Resolved) -> str:
