@@ -36,6 +36,7 @@ from pcmkimg.errors import PcmkimgError, UsageError
 from pcmkimg.workflows.context import Context, HoldsPort
 from pcmkimg.workflows.errors import UpdateFailed
 from pcmkimg.workflows.update import (
+    LEFT_BEHIND,
     Undo,
     Updater,
     one_of,
@@ -170,6 +171,7 @@ def _run(
     report: ReleaseReport,
 ) -> None:
     first = next(iter(updaters.values()))
+    bundles = [item.bundle for item in the_plan.items]
     for item in the_plan.items:
         first.record(
             "start",
@@ -187,38 +189,20 @@ def _run(
         ids = _pull(the_plan, updaters)
         for turn in the_plan.turns:
             first.check_lease()
-            _clear_written_back(the_plan, updaters)
+            first.clear_written_back(bundles)  # one read for every bundle
             results = report.turn(turn.node, turn.services)
             _turn(ctx, the_plan, turn, req, updaters, ids, results)
-        _clear_written_back(the_plan, updaters)
+        first.clear_written_back(bundles)
     for item in the_plan.items:
         first.record("done", service=item.bundle.service, summary=report.summary())
-
-
-def _clear_written_back(the_plan: release.ReleasePlan, updaters: dict[str, Updater]) -> None:
-    """Between two nodes, and before the lease goes: no ban or pin of ours is in force (see
-    :meth:`~pcmkimg.workflows.update.Updater.clear_written_back`), for every bundle."""
-    for item in the_plan.items:
-        updaters[item.bundle.service].clear_written_back(item.bundle)
 
 
 def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, Updater]) -> None:
     """The update's preflight for every bundle, in one read (again after removing what a
     killed restart left); every problem of every bundle at once."""
     cluster = ctx.cluster.read_cluster()
-    removed = []
-    for item in the_plan.items:
-        removed += ctx.cluster.remove_own_bans(item.bundle.id, cluster.config)
-    if removed:
-        for cid in removed:
-            ctx.say(f"removed {cid}, left behind by an earlier restart")
-        # The replicas those held off come back now. crm_resource --wait computes what is
-        # left to do itself: the DC may still look idle just after the change (seen on
-        # Pacemaker 3.0 under load: a replica still stopped when the first node's restart
-        # placed its holds, after which it started in the restarted replica's place).
-        timeout = next(iter(updaters.values())).timeout
-        ctx.cluster.wait(timeout)
-        ctx.cluster.settle(timeout)
+    first = next(iter(updaters.values()))
+    if first.remove_leftover_bans([i.bundle for i in the_plan.items], LEFT_BEHIND, cluster.config):
         cluster = ctx.cluster.read_cluster()
     problems: list[str] = []
     for item in the_plan.items:
@@ -230,6 +214,7 @@ def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, 
             for p in plan.preflight_problems(cluster, item.bundle.id, nodes, missing)
         ]
         updater.baseline = plan.health(cluster.status, item.bundle.id)
+        updater.snapshot = cluster.config  # its bundle's definition, read under the lease
     if problems:
         raise PreflightFailed(
             "release refused: " + "; ".join(dict.fromkeys(problems)),

@@ -22,7 +22,7 @@ from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.errors import UpdateFailed
-from pcmkimg.workflows.update import NodeResult, Updater
+from pcmkimg.workflows.update import LEFT_BEHIND, NodeResult, Updater
 
 
 @dataclass(frozen=True)
@@ -90,14 +90,9 @@ def _without_leftover_bans(updater: Updater, bundle: plan.BundleRef) -> plan.Clu
     ``bundle`` left are gone and the cluster has settled (the update's preflight does the
     same): the rollback's baseline."""
     cluster = updater.cluster.read_cluster()
-    left = updater.cluster.remove_own_bans(bundle.id, cluster.config)
-    if not left:
-        return cluster
-    for cid in left:
-        updater.say(f"removed {cid}, left behind by an earlier restart")
-    updater.cluster.settle(updater.timeout)
-    updater.record("leftover-bans", service=bundle.service, removed=left)
-    return updater.cluster.read_cluster()
+    if updater.remove_leftover_bans([bundle], LEFT_BEHIND, cluster.config):
+        return updater.cluster.read_cluster()
+    return cluster
 
 
 def _undo_interrupted_swap(

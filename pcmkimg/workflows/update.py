@@ -30,6 +30,11 @@ from pcmkimg.errors import PcmkimgError, UsageError
 from pcmkimg.workflows.context import ClusterPort, Context, HoldsPort, StoresPort
 from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 
+LEFT_BEHIND = ", left behind by an earlier restart"
+"""Why a ban or pin of ours is there when a command starts (a killed restart's)."""
+WRITTEN_BACK = ": another CIB writer had put it back"
+"""Why one is there between two nodes (a stale replace of the configuration)."""
+
 
 class PullCancelled(Exception):
     """Raised in a pull's progress once the update was interrupted: that pull stops."""
@@ -283,18 +288,41 @@ class Updater:
         res.before = earlier.old_id
         return earlier
 
-    def clear_written_back(self, bundle: plan.BundleRef) -> None:
+    def remove_leftover_bans(
+        self,
+        bundles: Sequence[plan.BundleRef],
+        why: str,
+        config: cib.Element | None = None,
+    ) -> bool:
+        """Remove every ban and pin of ours of ``bundles`` found in ``config`` (one CIB read
+        for all of them: read now when not given), each said and journaled with ``why``.
+        When any was removed, the replicas it held off come back: wait until Pacemaker has
+        nothing left to do and the cluster has settled (``crm_resource --wait`` computes what
+        is left itself; the DC may still look idle just after the change: seen on Pacemaker
+        3.0 under load, a replica still stopped when the next restart placed its holds, after
+        which it started in the restarted replica's place). Whether any was removed: the
+        caller's read of the cluster is stale then."""
+        if config is None:
+            config = self.cluster.query_cib()
+        removed = False
+        for bundle in bundles:
+            left = self.cluster.remove_own_bans(bundle.id, config)
+            for cid in left:
+                self.say(f"removed {cid}{why}")
+            if left:
+                self.record("leftover-bans", service=bundle.service, removed=left)
+                removed = True
+        if removed:
+            self.cluster.wait(self.timeout)
+            self.cluster.settle(self.timeout)
+        return removed
+
+    def clear_written_back(self, bundles: Sequence[plan.BundleRef]) -> None:
         """Between two nodes no ban or pin of ours is in force: remove any that another
         writer put back after our restart removed it (a stale replace of the configuration,
         as ``pcs resource update`` makes: it reads, edits and replaces the section whole). A
-        ban on a node done before would stop its replica again. Then wait for the cluster to
-        settle, so that the next node's check sees that replica back."""
-        left = self.cluster.remove_own_bans(bundle.id)
-        if left:
-            for cid in left:
-                self.say(f"removed {cid}: another CIB writer had put it back")
-            self.record("leftover-bans", service=bundle.service, removed=left)
-            self.cluster.settle(self.timeout)
+        ban on a node done before would stop its replica again."""
+        self.remove_leftover_bans(bundles, WRITTEN_BACK)
 
     def check_others(self, bundle: plan.BundleRef, node: str) -> None:
         """Refuse to touch ``node`` unless every other replica that was active when the update
@@ -659,15 +687,8 @@ class Updater:
                 elif step.kind == "preflight":
                     # Read under the lease; the leftover bans are found in that same read.
                     cluster = self.cluster.read_cluster()
-                    left = self.cluster.remove_own_bans(bundle.id, cluster.config)
-                    for cid in left:
-                        self.say(f"removed {cid}, left behind by an earlier restart")
-                    if left:
-                        # The replica that ban held off comes back now: check the cluster as
-                        # it settles, not half-way (the baseline would miss that replica).
-                        self.cluster.settle(self.timeout)
-                        self.record("leftover-bans", service=bundle.service, removed=left)
-                        cluster = self.cluster.read_cluster()
+                    if self.remove_leftover_bans([bundle], LEFT_BEHIND, cluster.config):
+                        cluster = self.cluster.read_cluster()  # as it settled, not half-way
                     missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)
                     if problems:
@@ -682,13 +703,13 @@ class Updater:
                 elif step.kind == "update":
                     (node,) = step.nodes
                     self.check_lease()
-                    self.clear_written_back(bundle)
+                    self.clear_written_back([bundle])
                     res = NodeResult(node)
                     report.nodes.append(res)
                     with self.quiet():
                         self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
                 elif step.kind == "release":
-                    self.clear_written_back(bundle)
+                    self.clear_written_back([bundle])
                     lease_scope.close()
                     self.holding = None
                 else:  # pragma: no cover - StepKind is closed

@@ -65,10 +65,11 @@ def test_a_ban_another_writer_put_back_after_a_node_is_removed_before_the_next(
     report, raised = run(tmp_path, cluster)
     assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
     steps = cluster.kinds("removed-bans", "wait", "restart")
-    assert steps[:4] == [
+    assert steps[:5] == [
         ("restart", "controller-0"),
         ("removed-bans", written_back),
-        ("wait",),
+        ("wait",),  # crm_resource --wait,
+        ("wait",),  # then settled
         ("restart", "controller-1"),
     ]
     assert [e["removed"] for e in entries(tmp_path, "leftover-bans")] == [[written_back]]

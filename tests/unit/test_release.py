@@ -413,9 +413,28 @@ def test_a_ban_another_writer_put_back_after_a_node_is_removed_before_the_next(
     assert outcome.report is not None
     assert {r.result for per in outcome.report.nodes for r in per.values()} == {"ok"}
     steps = [e[:2] for e in cluster.kinds("together", "removed-bans", "wait")]
-    assert steps[:4] == [
+    assert steps[:5] == [
         ("together", "controller-0"),
         ("removed-bans", written_back),
-        ("wait",),
+        ("wait",),  # crm_resource --wait,
+        ("wait",),  # then settled
         ("together", "controller-1"),
     ]
+
+
+def test_the_look_for_bans_written_back_reads_the_cib_once_for_every_bundle(
+    tmp_path: Path,
+) -> None:
+    """Before each node's turn and before the lease goes, the bans of every bundle of the
+    release are looked for in one CIB read (it was one read per bundle), and a bundle's
+    definition comes from the preflight's read under the lease (it was read again for every
+    bundle at every node: 12 more reads here)."""
+    cluster = cluster_of(stores())
+    cluster.record_reads = True
+    wf.run(context(cluster, journal_dir=tmp_path), request())
+    bundles = len(request().pairs)
+    looks = [e for e in cluster.events if e[0] == "find-bans"]
+    # One look at every bundle in the preflight (its read is the preflight's own), then one
+    # before each of the 3 turns and one before the release: 4 CIB reads in all.
+    assert len(looks) == bundles * (1 + 3 + 1)
+    assert cluster.cib_queries == 3 + 1

@@ -87,7 +87,8 @@ def test_a_ban_a_killed_restart_left_is_removed_under_the_lease_and_the_cluster_
         ("read",),  # under the lease: the leftover bans of this read
         ("find-bans", BUNDLE_ID),
         ("removed-bans", LEFT_BAN),
-        ("wait",),  # the cluster settles
+        ("wait",),  # crm_resource --wait,
+        ("wait",),  # then the cluster settles
         ("read",),  # the baseline, once settled
         ("restart", NODE),  # the node step, to the rollback image
         ("release",),
