@@ -12,7 +12,6 @@ update, which starts from the state the smoke test checked).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -20,6 +19,7 @@ import pytest
 
 from tests.sandbox.cluster import Cluster, Replica
 from tests.sandbox.fixtures import Sandbox
+from tests.sandbox.polling import Polling
 from tests.sandbox.proc import SandboxError
 from tests.sandbox.registry import stateful_missing
 from tests.sandbox.require import need
@@ -46,7 +46,7 @@ def promoted(replicas: list[Replica]) -> list[Replica]:
 
 
 @dataclass
-class Watch:
+class Watch(Polling):
     """Polls crm_mon XML in a thread while an update runs: the bundle's replicas over time."""
 
     cl: Cluster
@@ -54,26 +54,12 @@ class Watch:
     interval: float = 0.2
     samples: list[list[Replica]] = field(default_factory=list)
     errors: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.samples.append(self.cl.replicas(self.bundle))
-            except SandboxError:
-                self.errors += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> Watch:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(timeout=30)
+    def sample(self) -> None:
+        try:
+            self.samples.append(self.cl.replicas(self.bundle))
+        except SandboxError:
+            self.errors += 1
 
     def down_order(self) -> list[str]:
         """The nodes in the order they first had no active replica (of those that had one)."""

@@ -28,7 +28,6 @@ import json
 import random
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from pcmkimg.core import cib, restart
 from tests.integration import test_fault_injection_live as faults
 from tests.sandbox.cluster import SAFE_PARSER, Cluster, wait_idle
 from tests.sandbox.fixtures import Sandbox
+from tests.sandbox.polling import Polling
 from tests.sandbox.proc import SandboxError
 from tests.sandbox.registry import stateful_missing
 from tests.sandbox.require import need
@@ -181,9 +181,10 @@ FLOATING_OF = {
 
 
 @dataclass
-class Sampler:
+class Sampler(Polling):
     """Samples in a thread, every ``interval`` s, each node's running containers of the
-    bundles: per node, the (name, container ID) pairs in the order they were first seen."""
+    bundles: per node, the (name, container ID) pairs in the order they were first seen
+    (before the block and after it too)."""
 
     cl: Cluster
     bundles: Sequence[str]
@@ -191,10 +192,10 @@ class Sampler:
     seen: dict[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
     rounds: int = 0
     errors: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    before = True
+    after = True
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
         for node in self.cl.names:
             try:
                 out = self.cl.podman(node, "ps", "--format", "json")
@@ -210,26 +211,9 @@ class Sampler:
                         history.append(item)
         self.rounds += 1
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> Sampler:
-        self._sample()  # the state before the update, on the calling thread
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(timeout=60)
-        self._sample()  # and after it
-
 
 @dataclass
-class Down:
+class Down(Polling):
     """Samples ``crm_mon`` in a thread every ``interval`` s: per bundle, the fewest replicas
     seen active at once (one crm_mon is one moment of the whole cluster), and per bundle and
     node how many times its replica there was seen go down (active, then not)."""
@@ -241,10 +225,8 @@ class Down:
     stops: dict[str, dict[str, int]] = field(default_factory=dict)
     rounds: int = 0
     _up: dict[tuple[str, str], bool] = field(default_factory=dict)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
         try:
             mon = self.cl.crm_mon()
         except (SandboxError, subprocess.TimeoutExpired, etree.XMLSyntaxError):
@@ -261,21 +243,6 @@ class Down:
                     per[node] = per.get(node, 0) + 1
                 self._up[(bundle, node)] = node in up
         self.rounds += 1
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> Down:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(timeout=60)
 
 
 # --------------------------------------------------------------------------- settings

@@ -38,6 +38,7 @@ from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.core import cib, lease
 from tests.sandbox.cluster import LEASE_PERIOD, Cluster, node_env, wait_idle
 from tests.sandbox.fixtures import Sandbox, guarded_bundle
+from tests.sandbox.polling import Polling
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = "fi-bundle"
@@ -69,32 +70,20 @@ def resolves(sock: Path, name: str) -> bool | None:
 
 
 @dataclass
-class NamePoller:
+class NamePoller(Polling):
     """Polls, in a thread, the floating name on every node's podman API."""
 
     cl: Cluster
     samples: int = 0
     missing: list[tuple[float, str]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    interval = 0.1
+    join_timeout = 10.0
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for node in self.cl.nodes:
-                if resolves(node.socket, FLOATING) is False:
-                    self.missing.append((time.time(), node.name))
-            self.samples += 1
-            self._stop.wait(0.1)
-
-    def __enter__(self) -> NamePoller:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(10)
+    def sample(self) -> None:
+        for node in self.cl.nodes:
+            if resolves(node.socket, FLOATING) is False:
+                self.missing.append((time.time(), node.name))
+        self.samples += 1
 
 
 @dataclass
