@@ -298,10 +298,6 @@ class FakeCluster:
         self.after_update: Callable[[FakeCluster], None] | None = None
         """Called once a CIB change landed, as its writer gets the answer (e.g. to interrupt
         it right then)."""
-        self.busy_answers: list[bool] = []
-        """What :meth:`busy` answers, one per call (the last one again once only it is left);
-        empty: False. Each call is counted in :attr:`busy_looks`."""
-        self.busy_looks = 0
         self.cib_queries = 0
         """How many times :meth:`query_cib` was asked."""
         self._lock = threading.RLock()  # one compare-and-swap at a time (the lease's thread)
@@ -429,15 +425,6 @@ class FakeCluster:
         self.wait(timeout)
         return 0.0
 
-    def busy(self) -> bool:
-        with self._lock:
-            self.busy_looks += 1
-            if not self.busy_answers:
-                return False
-            if len(self.busy_answers) > 1:
-                return self.busy_answers.pop(0)
-            return self.busy_answers[0]
-
     def set_node_attribute(self, node: str, name: str, value: str) -> None:
         self.events.append(("attribute", node, name, value))
 
@@ -506,7 +493,8 @@ class FakeCluster:
 
 
 def _lease_text(config: cib.Element) -> str | None:
-    return cib.cluster_properties(config).get(lease.PROPERTY)
+    state = cib.ticket_state(config, lease.TICKET)
+    return state.get(lease.ATTRIBUTE) if state is not None else None
 
 
 # --------------------------------------------------------------------------- the registry port

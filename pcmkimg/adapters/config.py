@@ -44,7 +44,7 @@ optional::
     identity_file = /etc/pcmkimg/id_ed25519
     connect_timeout = 10
 
-    # The update lease (the cluster property pcmkimg-lease): its holder renews it every
+    # The update lease (the ticket state pcmkimg-lease): its holder renews it every
     # third of the period; a holder that died stops blocking the others after one period.
     # period: seconds, 0.1 to 3600 (short periods are for tests); default 30.
     [lease]

@@ -26,7 +26,6 @@ from pcmkimg.core import commands as cmd
 from pcmkimg.core.lease import (
     _FIX_DELETE,
     DEFAULT_PERIOD,
-    PROPERTY,
     Lease,
     LeaseError,
     LeaseHeld,
@@ -36,10 +35,11 @@ from pcmkimg.core.lease import (
     check_period,
     check_quorum,
     claim,
+    erase,
     holds,
     observe,
     read,
-    renewal_wait,
+    write,
 )
 from pcmkimg.errors import LeftBehind, PcmkimgError
 
@@ -49,13 +49,9 @@ POLL = 1.0  # seconds between two looks at a lease held by another process
 
 
 class CibWriter(Protocol):
-    """What the lease needs of the cluster port: its compare-and-swap of the CIB, and whether
-    a start or a stop is in flight (when to renew during a restart:
-    :func:`~pcmkimg.core.lease.renewal_wait`)."""
+    """What the lease needs of the cluster port: its compare-and-swap of the CIB."""
 
     def update_cib(self, edit: Callable[[cib.Element], cib.CibChange]) -> cib.CibChange: ...
-
-    def busy(self) -> bool: ...
 
 
 def pid_alive(pid: int) -> bool:
@@ -151,12 +147,12 @@ def renew(
             # Without quorum the renewal would land in this partition only: not a renewal
             # (the keeper retries; a period without one ends the run before its next node).
             check_quorum(config, "the update lease was not renewed")
-            return cib.set_cluster_property(config, PROPERTY, renewed.encode())
+            return write(config, renewed)
         try:
             found = read(config)
             now = f" (now held by pid {found.pid} on {found.host})" if found else " (gone)"
         except LeaseUnreadableError as exc:
-            now = f" (the property now holds {exc.text!r})"
+            now = f" (the lease now holds {exc.text!r})"
         raise LeaseLostError(
             "the update lease is no longer ours" + now,
             f"another update may be running: check with {cmd.quoted(cmd.status())}, then re-run",
@@ -176,17 +172,14 @@ def release(cluster: CibWriter, lease: Lease) -> bool:
             released = False
             return cib.make_change(config, config, "lease not ours: nothing to release")
         released = True
-        return cib.delete_cluster_property(config, PROPERTY)
+        return erase(config)
 
     cluster.update_cib(edit)
     return released
 
 
 class Keeper:
-    """Renews a lease from a daemon thread every ``lease.renew_every`` seconds until stopped;
-    while a restart runs (:meth:`quiet`), a renewal that falls due waits for a start or a stop
-    in flight, at most half a period (each lease write stalls an idle DC for a second:
-    :func:`~pcmkimg.core.lease.renewal_wait`).
+    """Renews a lease from a daemon thread every ``lease.renew_every`` seconds until stopped.
 
     The thread only writes the lease; the main thread asks :meth:`check` at safe points (no
     CIB access: a restart is never delayed by it). A renewal that fails for a reason other than
@@ -209,51 +202,17 @@ class Keeper:
         self.last_renewed = monotonic()
         self.lost: LeaseLostError | None = None
         self._stop = threading.Event()
-        self._wake = threading.Event()  # a wait ends early: stopped, or a restart ended
+        self._wake = threading.Event()  # a wait ends early: stopped
         self._lock = threading.Lock()
-        self._quiet = 0
-        self._quiet_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="pcmkimg-lease", daemon=True)
 
     def start(self) -> Keeper:
         self._thread.start()
         return self
 
-    @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
-        """A restart runs: a renewal that falls due meanwhile waits for a start or a stop in
-        flight, at most half a period (:func:`~pcmkimg.core.lease.renewal_wait`)."""
-        with self._quiet_lock:
-            self._quiet += 1
-        try:
-            yield
-        finally:
-            with self._quiet_lock:
-                self._quiet -= 1
-            self._wake.set()
-
-    @property
-    def quieted(self) -> bool:
-        return self._quiet > 0
-
-    def _busy(self) -> bool:
-        """Whether a start or a stop is in flight; False when that can't be told (the
-        renewal then waits for its latest moment, never longer)."""
-        try:
-            return self.cluster.busy()
-        except Exception:  # noqa: BLE001 - a look that fails must not end the renewals
-            log.debug("could not tell whether an action is in flight", exc_info=True)
-            return False
-
     def _wait(self) -> float:
         """Seconds until the next renewal is to be written (0: now)."""
-        every = self.current.renew_every
-        since = self.monotonic() - self.last_renewed
-        quiet = self._quiet > 0
-        wait = renewal_wait(since, every, quiet=quiet, busy=None)
-        if wait > 0 and quiet and since >= every:
-            wait = renewal_wait(since, every, quiet=quiet, busy=self._busy())
-        return wait
+        return self.current.renew_every - (self.monotonic() - self.last_renewed)
 
     def _run(self) -> None:
         retry_at = 0.0
@@ -335,15 +294,6 @@ class Holding:
 
     def check(self) -> None:
         self._keeper.check()
-
-    def quiet(self) -> contextlib.AbstractContextManager[None]:
-        """Around a restart: see :meth:`Keeper.quiet`."""
-        return self._keeper.quiet()
-
-    @property
-    def quieted(self) -> bool:
-        """Whether a :meth:`quiet` block runs now."""
-        return self._keeper.quieted
 
 
 @contextlib.contextmanager

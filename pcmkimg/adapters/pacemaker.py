@@ -560,14 +560,6 @@ def controller_idle(runner: Runner, node: str) -> bool:
     return restart.controller_idle(cib.parse_xml(out.stdout, what="crmadmin output"))
 
 
-def busy(runner: Runner) -> bool:
-    """Whether a start or a stop is in flight in the cluster (crm_mon; see
-    :func:`~pcmkimg.core.lease.action_in_flight`)."""
-    from pcmkimg.core.lease import action_in_flight  # the lease's only (the agent never asks)
-
-    return action_in_flight(status_xml(runner))
-
-
 def settle(runner: Runner, timeout: float, poll: float = POLL) -> float:
     """Wait until the DC's controller is idle at two looks in a row ``poll`` apart (what
     ``crm_resource --wait`` waits for, without its 2 s ticks). The seconds it took."""
@@ -809,8 +801,10 @@ def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.El
     call would parse the whole file again), its status section dropped."""
     if runner.offline:
         whole = query_cib(runner)
+        ticket = _lease_ticket_in(whole)
         for status in whole.findall("status"):
             whole.remove(status)
+        _add_lease_ticket(whole, ticket)
         return whole, status_xml(runner)
     for attempt in range(1, attempts + 1):
         head = _version(runner)
@@ -821,6 +815,7 @@ def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.El
             ),
             lambda: status_xml(runner),
         )
+        ticket = _lease_ticket(runner)
         if cib.cib_version(_version(runner))[:2] == cib.cib_version(head)[:2]:
             break
         if attempt == attempts:
@@ -835,7 +830,41 @@ def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.El
             f"cibadmin --query --scope configuration printed <{section.tag}>", FIX_ROOT
         )
     head.append(section)
+    _add_lease_ticket(head, ticket)
     return head, mon
+
+
+def _lease_ticket_in(whole: cib.Element) -> cib.Element | None:
+    from pcmkimg.core.lease import TICKET  # not imported by the agent, which never asks
+
+    return next(
+        (el for el in whole.iterfind("status/tickets/ticket_state") if el.get("id") == TICKET),
+        None,
+    )
+
+
+def _add_lease_ticket(head: cib.Element, ticket: cib.Element | None) -> None:
+    """The update lease's ticket state, the one part of the status section the configuration's
+    readers (``status``, ``check``, ``metrics``) show, under ``head``."""
+    if ticket is not None:
+        etree.SubElement(etree.SubElement(head, "status"), "tickets").append(ticket)
+
+
+def _lease_ticket(runner: Runner) -> cib.Element | None:
+    """The update lease's ticket state alone (the status section can be 50 MB); None when
+    there is none (``cibadmin`` exits 105, ENXIO)."""
+    from pcmkimg.core.lease import TICKET  # not imported by the agent, which never asks
+
+    out = runner.run(
+        ["cibadmin", "--query", "--xpath", f"/cib/status/tickets/ticket_state[@id='{TICKET}']"],
+        check=False,
+    )
+    if out.rc == RC_NOSUCH:
+        return None
+    if out.rc != 0:
+        raise tool_error(out)
+    el = cib.parse_xml(out.stdout, what="cibadmin --query --xpath")
+    return el if el.tag == "ticket_state" else el.find(".//ticket_state")
 
 
 def read_cluster(runner: Runner) -> plan.Cluster:
@@ -887,9 +916,6 @@ class Pacemaker:
 
     def settle(self, timeout: float) -> float:
         return settle(self.runner, timeout)
-
-    def busy(self) -> bool:
-        return busy(self.runner)
 
     def set_node_attribute(self, node: str, name: str, value: str) -> None:
         set_node_attribute(self.runner, node, name, value)

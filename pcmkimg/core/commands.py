@@ -106,8 +106,15 @@ def leave_maintenance_mode() -> list[str]:
 
 
 def delete_property(name: str) -> list[str]:
-    """Remove a cluster property (e.g. the update lease ``pcmkimg-lease``)."""
+    """Remove a cluster property (e.g. an older pcmkimg's update lease ``pcmkimg-lease``)."""
     return ["crm_attribute", "--type", "crm_config", "--name", name, "--delete"]
+
+
+def delete_ticket(ticket: str) -> list[str]:
+    """Delete the state of a ticket that is not granted (e.g. the update lease
+    ``pcmkimg-lease``: ``crm_ticket --ticket pcmkimg-lease --query-xml`` shows it); a granted
+    one would need ``--force``, ours never is."""
+    return ["crm_ticket", "--ticket", ticket, "--cleanup"]
 
 
 def node_unstandby(node: str) -> list[str]:

@@ -1,8 +1,14 @@
 """The update lease: one pcmkimg update at a time in the whole cluster.
 
-The lease is the cluster property ``pcmkimg-lease`` (a ``crm_config`` nvpair, so every node and
-every operator sees it), e.g.
-``host=ctl0;pid=4242;token=9f..;period=30;renewals=17;renewed=2026-05-01T10:00:00Z``.
+The lease is the attribute ``lease`` of the ticket state ``pcmkimg-lease`` in the CIB's status
+section (``/cib/status/tickets/ticket_state``, as booth keeps its leases; every node and every
+operator sees it: ``crm_ticket --ticket pcmkimg-lease --query-xml``), e.g.
+``host=ctl0;pid=4242;token=9f..;period=30;renewals=17;renewed=2026-05-01T10:00:00Z``. No
+``rsc_ticket`` constraint names the ticket: it constrains nothing. A write of it is a status
+change: unlike a change of ``crm_config`` (where older pcmkimg versions kept it, as the cluster
+property ``pcmkimg-lease``), it does not make the DC's controller re-read its options, which
+stalled it for a second (docs/benchmarks.md). An older pcmkimg's property is still read (it
+blocks as a lease does; a lapsed one is taken over, the property deleted in the same change).
 
 It works like a Kubernetes Lease. Its holder renews it from a background thread every third of
 its ``period`` for as long as it lives; each renewal bumps ``renewals``, so the value changes.
@@ -35,7 +41,12 @@ from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import NoLease, Refused
 
-PROPERTY = "pcmkimg-lease"
+TICKET = "pcmkimg-lease"
+"""The ticket state that holds the lease."""
+ATTRIBUTE = "lease"
+"""Its attribute that holds the encoded lease."""
+LEGACY_PROPERTY = "pcmkimg-lease"
+"""The cluster property where pcmkimg kept the lease before: read, deleted by a takeover."""
 log = logging.getLogger(__name__)
 
 DEFAULT_PERIOD = 30.0  # seconds
@@ -43,10 +54,9 @@ MIN_PERIOD = 0.1  # short periods are for tests
 MAX_PERIOD = 3600.0
 RENEWALS_PER_PERIOD = 3  # the holder renews every period / 3: two renewals may fail in a row
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-_FIX_DELETE = cmd.quoted(cmd.delete_property(PROPERTY))
+_FIX_DELETE = cmd.quoted(cmd.delete_ticket(TICKET))
+_FIX_DELETE_LEGACY = cmd.quoted(cmd.delete_property(LEGACY_PROPERTY))
 _ONCE_NONE_RUNS = "once no pcmkimg runs"
-FIX_UNREADABLE = f"{cmd.shown(cmd.delete_property(PROPERTY))} {_ONCE_NONE_RUNS}"
-"""What to do about a lease value we cannot read, as ``check`` lists it."""
 
 
 class LeaseError(NoLease):
@@ -57,7 +67,14 @@ class LeaseError(NoLease):
 class LeaseHeld(LeaseError):
     """Another live process holds the lease."""
 
-    def __init__(self, holder: Lease, seen: Observation | None = None, now: float = 0.0) -> None:
+    def __init__(
+        self,
+        holder: Lease,
+        seen: Observation | None = None,
+        now: float = 0.0,
+        *,
+        legacy: bool = False,
+    ) -> None:
         self.holder = holder
         self.seen = seen
         period = f"{holder.period:g}s"
@@ -80,23 +97,34 @@ class LeaseHeld(LeaseError):
             f"clock); {state}",
             f"wait for it to finish and run the command again; a holder that died stops "
             f"blocking {period} after its last renewal. Only if you know no pcmkimg runs: "
-            f"{_FIX_DELETE}",
+            f"{_FIX_DELETE_LEGACY if legacy else _FIX_DELETE}",
         )
 
 
 class LeaseUnreadableError(LeaseError):
-    """The lease property holds something we cannot read (made by hand, or another pcmkimg).
+    """The lease holds something we cannot read (made by hand, or another pcmkimg).
 
     Held, as far as we can tell (exit 4): nobody takes a lease over a value it cannot judge.
     """
 
-    def __init__(self, text: str, why: str) -> None:
+    def __init__(self, text: str, why: str, *, legacy: bool = False) -> None:
         self.text = text
-        super().__init__(
-            f"the cluster property {PROPERTY} holds {text!r}, {why}: no pcmkimg takes the "
-            "update lease while it is there",
-            f"{_FIX_DELETE} {_ONCE_NONE_RUNS}",
+        self.legacy = legacy
+        where = (
+            f"the cluster property {LEGACY_PROPERTY} (an older pcmkimg's lease)"
+            if legacy
+            else f"the ticket state {TICKET} (its {ATTRIBUTE} attribute)"
         )
+        super().__init__(
+            f"{where} holds {text!r}, {why}: no pcmkimg takes the update lease while it is there",
+            f"{_FIX_DELETE_LEGACY if legacy else _FIX_DELETE} {_ONCE_NONE_RUNS}",
+        )
+
+
+def unreadable_fix(exc: LeaseUnreadableError) -> str:
+    """What to do about a lease value we cannot read, as ``check`` lists it."""
+    argv = cmd.delete_property(LEGACY_PROPERTY) if exc.legacy else cmd.delete_ticket(TICKET)
+    return f"{cmd.shown(argv)} {_ONCE_NONE_RUNS}"
 
 
 class LeaseLostError(LeaseError):
@@ -171,8 +199,9 @@ def observe(previous: Observation | None, current: Lease, now: float) -> Observa
     return Observation(value, now, previous.changes + 1)
 
 
-def decode(text: str) -> Lease:
-    """Parse a lease value; :class:`LeaseUnreadableError` when it is not one of ours."""
+def decode(text: str, *, legacy: bool = False) -> Lease:
+    """Parse a lease value; :class:`LeaseUnreadableError` when it is not one of ours
+    (``legacy``: the value of an older pcmkimg's property)."""
     try:
         fields = dict(part.split("=", 1) for part in text.split(";"))
         stamp = datetime.strptime(fields["renewed"], _TIME_FORMAT).replace(tzinfo=timezone.utc)
@@ -186,30 +215,60 @@ def decode(text: str) -> Lease:
         )
     except (KeyError, ValueError):
         raise LeaseUnreadableError(
-            text, "which is not a pcmkimg lease (or one of an older pcmkimg)"
+            text, "which is not a pcmkimg lease (or one of an older pcmkimg)", legacy=legacy
         ) from None
     if not lease.host or not lease.token or lease.pid <= 0 or lease.renewals < 0:
-        raise LeaseUnreadableError(text, "a lease that misses its holder")
+        raise LeaseUnreadableError(text, "a lease that misses its holder", legacy=legacy)
     if not MIN_PERIOD <= lease.period <= MAX_PERIOD:
         raise LeaseUnreadableError(
-            text, f"a lease whose period is outside {MIN_PERIOD:g} to {MAX_PERIOD:g} seconds"
+            text,
+            f"a lease whose period is outside {MIN_PERIOD:g} to {MAX_PERIOD:g} seconds",
+            legacy=legacy,
         )
     return lease
 
 
-def read(config: cib.Element) -> Lease | None:
-    """The lease in a CIB, if any; :class:`LeaseUnreadableError` when it is not one we can read."""
-    text = cib.cluster_properties(config).get(PROPERTY)
+def read_ticket(config: cib.Element) -> Lease | None:
+    """The lease in the ticket state, if any (the status section: a CIB read without it has
+    none); :class:`LeaseUnreadableError` when it is not one we can read."""
+    state = cib.ticket_state(config, TICKET)
+    text = state.get(ATTRIBUTE) if state is not None else None
     return decode(text) if text else None
 
 
+def read_legacy(config: cib.Element) -> Lease | None:
+    """An older pcmkimg's lease, the cluster property ``pcmkimg-lease``, if any."""
+    text = cib.cluster_properties(config).get(LEGACY_PROPERTY)
+    return decode(text, legacy=True) if text else None
+
+
+def read(config: cib.Element) -> Lease | None:
+    """The lease in a CIB, if any: the ticket state's, else an older pcmkimg's cluster
+    property; :class:`LeaseUnreadableError` when it is not one we can read."""
+    found = read_ticket(config)
+    return found if found is not None else read_legacy(config)
+
+
 def holds(config: cib.Element, mine: Lease) -> bool:
-    """Whether the lease in a CIB is ``mine`` (an unreadable value is not)."""
+    """Whether the lease in the ticket state is ``mine`` (an unreadable value is not; we never
+    hold an older pcmkimg's property)."""
     try:
-        found = read(config)
+        found = read_ticket(config)
     except LeaseUnreadableError:
         return False
     return found is not None and found.same_holder(mine)
+
+
+def write(config: cib.Element, lease: Lease) -> cib.CibChange:
+    """The change that writes ``lease`` into the ticket state; an older pcmkimg's property, if
+    any, goes in the same change."""
+    legacy = LEGACY_PROPERTY if LEGACY_PROPERTY in cib.cluster_properties(config) else None
+    return cib.set_ticket_attribute(config, TICKET, ATTRIBUTE, lease.encode(), drop_property=legacy)
+
+
+def erase(config: cib.Element) -> cib.CibChange:
+    """The change that deletes the ticket state (the lease's release)."""
+    return cib.delete_ticket_state(config, TICKET)
 
 
 def is_stale(
@@ -236,60 +295,25 @@ def claim(
     """The change that writes ``mine``; :class:`LeaseHeld` if a live lease is there.
 
     Our own lease (same holder and token) is renewed. ``seen`` is what this reader has
-    observed of the lease so far (see :func:`observe`).
+    observed of the lease so far (see :func:`observe`): of the ticket state's, else of an
+    older pcmkimg's property. An older pcmkimg's property next to a ticket state (both
+    written, by two versions) is judged without an observation: it blocks unless its holder
+    is a process of this host that is gone. The property goes with our write.
     """
-    current = read(config)
+    ticket = read_ticket(config)
+    legacy = read_legacy(config)
+    current = ticket if ticket is not None else legacy
     if current is not None and not current.same_holder(mine):
         if not is_stale(current, seen, now, mine.host, alive):
-            raise LeaseHeld(current, seen, now)
+            raise LeaseHeld(current, seen, now, legacy=ticket is None)
         log.warning("taking over the lapsed lease of pid %s on %s", current.pid, current.host)
-    return cib.set_cluster_property(config, PROPERTY, mine.encode())
+    if ticket is not None and legacy is not None and not legacy.same_holder(mine):
+        if not is_stale(legacy, None, now, mine.host, alive):
+            raise LeaseHeld(legacy, None, now, legacy=True)
+    return write(config, mine)
 
 
 def check_period(period: float) -> float:
     if not MIN_PERIOD <= period <= MAX_PERIOD:
         raise ValueError(f"a lease period of {period!r}s is outside {MIN_PERIOD:g}..{MAX_PERIOD:g}")
     return float(period)
-
-
-# --------------------------------------------------------------------------- when to renew
-
-LATEST_RENEWAL = 1.5
-"""While a restart runs, a renewal that falls due waits for a moment when it costs the
-cluster nothing, at most until this many renewal intervals since the last one (half a
-period): a reader still sees it renewed at least once a period with one interval to spare."""
-
-LOOK = 0.25
-"""Seconds between two looks at the cluster while a renewal waits (see :func:`renewal_wait`):
-each is a crm_mon, next to the restart's own watch; a start or a stop of a bundle's replica
-lasts longer than that."""
-
-
-def renewal_wait(since: float, renew_every: float, *, quiet: bool, busy: bool | None) -> float:
-    """Seconds to wait before writing the next renewal, ``since`` seconds after the last one.
-
-    Every lease write is a change of ``crm_config``: the DC's controller re-reads its options,
-    and a scheduler run it starts meanwhile finds that read pending and waits a second
-    (Pacemaker's ``do_pe_invoke_callback``; blocking on 2.1 and 3.0.0-3.0.1, a timer since
-    3.0.2). A write that reaches an idle DC keeps it from acting on anything for that second;
-    one that reaches it while a start or a stop is in flight costs nothing: the options are
-    read again before that action ends (docs/benchmarks.md). So outside a restart (not
-    ``quiet``) a renewal is written every ``renew_every``; during one, once due, only while
-    ``busy`` (:func:`action_in_flight`; None: not looked at yet, the caller looks and asks
-    again), and at the latest :data:`LATEST_RENEWAL` intervals after the last one, whatever
-    the cluster does.
-    """
-    due = renew_every - since
-    if due > 0:
-        return due
-    if not quiet or busy or since >= LATEST_RENEWAL * renew_every:
-        return 0.0
-    return min(LOOK, LATEST_RENEWAL * renew_every - since)
-
-
-def action_in_flight(mon: cib.Element) -> bool:
-    """Whether ``crm_mon --output-as=xml`` shows a start or a stop in flight (a resource
-    Starting or Stopping: Pacemaker records the pending operation)."""
-    return any(
-        el.get("role") in ("Starting", "Stopping") for el in mon.iterfind(".//resource[@role]")
-    )

@@ -240,7 +240,7 @@ def families(
     )
     lease = fam(
         "update_lease_held",
-        "1 when the update lease (cluster property "
+        "1 when the update lease (the ticket state "
         "pcmkimg-lease) is held or holds a value pcmkimg can't read, else 0.",
     )
     ended = fam(

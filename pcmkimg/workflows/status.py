@@ -406,7 +406,9 @@ def problems(g: Gathered) -> list[Problem]:
         held = lease.read(config)
     except lease.LeaseUnreadableError as exc:
         held = None
-        found.append(Problem("lease-unreadable", f"{exc.message}; fix: {lease.FIX_UNREADABLE}"))
+        found.append(
+            Problem("lease-unreadable", f"{exc.message}; fix: {lease.unreadable_fix(exc)}")
+        )
     if held is not None:
         found.append(
             Problem(

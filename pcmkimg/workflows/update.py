@@ -75,11 +75,6 @@ class Updater:
         if self.holding is not None:
             self.holding.check()
 
-    def quiet(self) -> contextlib.AbstractContextManager[None]:
-        """Around a node's step: the lease's renewals keep out of its restart, where each would
-        stall the DC for a second (:meth:`pcmkimg.adapters.lease.Keeper.quiet`)."""
-        return self.holding.quiet() if self.holding is not None else contextlib.nullcontext()
-
     def record(self, event: str, **fields: object) -> None:
         """Journal a step. A journal that can't be written (a full disk) must not stop an
         update half-way: the failure is said, and the update goes on."""
@@ -706,8 +701,7 @@ class Updater:
                     self.clear_written_back([bundle])
                     res = NodeResult(node)
                     report.nodes.append(res)
-                    with self.quiet():
-                        self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
+                    self.update_node(bundle, res, ref, pulled[node], the_plan.restart)
                 elif step.kind == "release":
                     self.clear_written_back([bundle])
                     lease_scope.close()

@@ -39,6 +39,7 @@ from lxml import etree
 
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.core import cib, restart
+from pcmkimg.core import commands as cmd
 from tests.integration import test_fault_injection_live as faults
 from tests.sandbox.cluster import SAFE_PARSER, Cluster, wait_idle
 from tests.sandbox.fixtures import Sandbox
@@ -73,7 +74,7 @@ BROKEN = "ns1/svc:broken"  # its container exits 1 at once: every start fails
 
 STICKINESS = ("--type", "rsc_defaults", "--name", "resource-stickiness")
 MAINTENANCE = ("--type", "crm_config", "--name", "maintenance-mode")
-LEASE = ("--type", "crm_config", "--name", "pcmkimg-lease")
+LEASE_GET = ["crm_ticket", "--ticket", "pcmkimg-lease", "--get-attr", "lease"]
 SANDBOX_STICKINESS = "INFINITY"  # what tests/sandbox/cluster.py seeds
 
 
@@ -138,6 +139,12 @@ def attribute(cl: Cluster, what: Sequence[str]) -> str | None:
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
 
+def held_lease(cl: Cluster) -> str | None:
+    """The update lease as an operator reads it (``crm_ticket``); None: not held."""
+    out = cl.run(ON, LEASE_GET, check=False)
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
 def journal(cl: Cluster) -> list[dict[str, Any]]:
     """The update journal of the node pcmkimg runs on (its lines that are JSON)."""
     path = cl.node(ON).dir / "var-lib-pcmkimg" / "journal.jsonl"
@@ -168,7 +175,7 @@ def observed(st: Stack, *bundles: str) -> dict[str, object]:
             },
         }
     seen["bans"] = bans(cl)
-    seen["lease"] = attribute(cl, LEASE)
+    seen["lease"] = held_lease(cl)
     return seen
 
 
@@ -284,7 +291,7 @@ def heal(st: Stack, bundle: str, ref: str | None = None) -> None:
         if ban.startswith(f"cli-ban-{bundle}-on-"):
             node = ban.removeprefix(f"cli-ban-{bundle}-on-")
             cl.run(ON, ["crm_resource", "--clear", "--resource", bundle, "--node", node])
-    cl.run(ON, ["crm_attribute", *LEASE, "--delete"], check=False)
+    cl.run(ON, cmd.delete_ticket("pcmkimg-lease"), check=False)
     floating = FLOATING_OF[bundle]
     running = containers(cl, bundle)
     for node, image in floating_ids(cl, floating).items():
@@ -302,7 +309,7 @@ def settled(st: Stack) -> None:
     wait_idle(cl)
     assert sorted(placement(cl, THREE)) == cl.names, observed(st, THREE, PAIR)
     assert len(placement(cl, PAIR)) == 2, observed(st, THREE, PAIR)
-    assert bans(cl) == [] and attribute(cl, LEASE) is None, observed(st, THREE, PAIR)
+    assert bans(cl) == [] and held_lease(cl) is None, observed(st, THREE, PAIR)
 
 
 def other_image(st: Stack, floating: str, node: str) -> str:
@@ -467,7 +474,7 @@ def test_stickiness_zero_update_all_restarts_each_replica_once_in_place(stack: S
         )
         check_untouched(st, PAIR, pair, sampler, mark)
         assert set(floating_ids(cl, THREE_FLOATING).values()) == {st.id_of(new)}
-        assert bans(cl) == [] and attribute(cl, LEASE) is None
+        assert bans(cl) == [] and held_lease(cl) is None
 
 
 def test_stickiness_zero_promotable_update_all_keeps_places_and_the_promoted_count(
@@ -511,7 +518,7 @@ def test_stickiness_zero_promotable_update_all_keeps_places_and_the_promoted_cou
             check_untouched(st, THREE, three, sampler, mark)
             check_untouched(st, PAIR, pair, sampler, mark)
             assert len(promoted(cl, PROMOTABLE)) == 1
-            assert bans(cl) == [] and attribute(cl, LEASE) is None
+            assert bans(cl) == [] and held_lease(cl) is None
 
 
 def test_a_failed_start_on_two_of_three_rolls_back_in_place_and_spares_the_free_node(
@@ -562,7 +569,7 @@ def test_a_failed_start_on_two_of_three_rolls_back_in_place_and_spares_the_free_
         restarted = [n for n in where if after[n] != pair[n]]
         assert len(restarted) <= 1, f"both replicas restarted\n{summary}"
         assert bans(cl) == [], f"a ban left\n{summary}"
-        assert attribute(cl, LEASE) is None, f"the lease left\n{summary}"
+        assert held_lease(cl) is None, f"the lease left\n{summary}"
         check_untouched(st, THREE, three)
         doc = json.loads(out.stdout)
         assert doc["exit_code"] == 6, doc
@@ -600,7 +607,7 @@ def test_maintenance_mode_is_refused_at_preflight_and_nothing_is_retagged(stack:
             assert {b: floating_ids(cl, FLOATING_OF[b]) for b in (THREE, PAIR)} == names, summary
             assert retags == [], summary
             assert {b: containers(cl, b) for b in (THREE, PAIR)} == running, summary
-            assert bans(cl) == [] and attribute(cl, LEASE) is None, summary
+            assert bans(cl) == [] and held_lease(cl) is None, summary
     finally:
         heal(st, THREE)
     # Out of maintenance mode, the update goes through (the refusal was the mode, nothing else).
@@ -700,7 +707,7 @@ def test_a_release_updates_its_bundles_node_by_node_each_replica_once(stack: Sta
                     assert seen[0] == (name, cid) and len(seen) == 2, (bundle, node, seen)
                     assert result[node] == "ok", (node, result)
         assert expected >= 5 and doc["report"]["restarted"] == expected, (expected, nodes)
-        assert bans(cl) == [] and attribute(cl, LEASE) is None
+        assert bans(cl) == [] and held_lease(cl) is None
         # One journal run: a start line per service, all with the same run id.
         starts = [e for e in journal(cl) if e.get("event") == "start"][-3:]
         assert {e["service"] for e in starts} == {THREE_SERVICE, PAIR_SERVICE, DEP_SERVICE}
@@ -751,7 +758,7 @@ def test_a_release_with_a_broken_image_puts_the_failed_node_back_whole(stack: St
         for n in later:
             assert floating_ids(cl, THREE_FLOATING)[n] == old_three[n]
             assert floating_ids(cl, PAIR_FLOATING)[n] == old_pair[n]
-        assert bans(cl) == [] and attribute(cl, LEASE) is None
+        assert bans(cl) == [] and held_lease(cl) is None
     finally:
         heal(st, PAIR, OLD)
         heal(st, THREE)
@@ -837,7 +844,7 @@ def test_a_release_interrupted_leaves_no_ban_past_its_lifetime_and_a_rerun_conve
                 lapse = datetime.strptime(end, "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=timezone.utc)
                 assert lapse.timestamp() <= killed_at + lifetime + 2, (end, killed_at)
         else:  # SIGTERM cleans up at once
-            assert ours(config) == [] and attribute(cl, LEASE) is None, (ours(config), run.text())
+            assert ours(config) == [] and held_lease(cl) is None, (ours(config), run.text())
         again = faults.rerun(cl, ON, args, timeout=300)
         assert again.returncode == 0, again.stderr[-4000:]
         wait_idle(cl)
@@ -847,4 +854,4 @@ def test_a_release_interrupted_leaves_no_ban_past_its_lifetime_and_a_rerun_conve
             running = {img for c in containers(cl, bundle).values() for _, img in c.values()}
             assert running == {target}, observed(st, THREE, PAIR)
         config = pm.query_cib(r)
-        assert ours(config) == [] and attribute(cl, LEASE) is None, ours(config)
+        assert ours(config) == [] and held_lease(cl) is None, ours(config)

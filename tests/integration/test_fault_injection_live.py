@@ -208,7 +208,7 @@ def stack(guarded: Sandbox) -> Iterator[tuple[Sandbox, Cluster, pm.Runner]]:
     for node in cl.names:
         cl.run(node, ["rm", "-f", "/var/lib/pcmkimg/journal.jsonl"], check=False)
     yield guarded, cl, r
-    pm.update_cib(r, lambda c: cib.delete_cluster_property(c, lease.PROPERTY))
+    pm.update_cib(r, lambda c: lease.erase(c))
 
 
 def floating_ids(cl: Cluster) -> dict[str, str | None]:

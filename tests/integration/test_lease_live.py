@@ -76,7 +76,7 @@ def runner(cluster_sandbox: Sandbox) -> Iterator[pm.Runner]:
 
 
 def clear(r: pm.Runner) -> None:
-    pm.update_cib(r, lambda c: cib.delete_cluster_property(c, lease.PROPERTY))
+    pm.update_cib(r, lambda c: lease.erase(c))
 
 
 def spawn(code: str, *args: str) -> subprocess.Popen[str]:
@@ -141,7 +141,9 @@ def test_held_elsewhere_is_refused_then_taken_over_once_seen_unchanged_for_its_p
     runner: pm.Runner,
 ) -> None:
     other = lease.Lease("elsewhere.example", 4242, "tok", 2.0, 7, float(int(time.time() + 3600)))
-    pm.update_cib(runner, lambda c: cib.set_cluster_property(c, lease.PROPERTY, other.encode()))
+    pm.update_cib(
+        runner, lambda c: cib.set_ticket_attribute(c, lease.TICKET, lease.ATTRIBUTE, other.encode())
+    )
     cluster = pm.Pacemaker(runner)
     with pytest.raises(lease.LeaseHeld, match="pid 4242 on host elsewhere.example"):
         leasing.acquire(cluster)

@@ -58,7 +58,7 @@ def test_rollback_without_a_rollback_image_changes_nothing(guarded):
     assert "cli-ban" not in constraints.stdout
     lease = cl.run(
         "controller-0",
-        ["crm_attribute", "--type", "crm_config", "--name", "pcmkimg-lease", "--query"],
+        ["crm_ticket", "--ticket", "pcmkimg-lease", "--get-attr", "lease"],
         check=False,
     )
     assert lease.returncode != 0

@@ -189,7 +189,7 @@ def heal(st: Stack) -> None:
     for ban in cib.cli_constraints(pm.query_cib(runner)):
         cl.run(ON, ["crm_resource", "--clear", "--resource", ban.resource, "--node", ban.node])
     if held is not None:
-        pm.update_cib(runner, lambda c: cib.delete_cluster_property(c, lease.PROPERTY))
+        pm.update_cib(runner, lambda c: lease.erase(c))
     for node, image in floating_ids(cl).items():
         if image is None:
             cl.seed(st.ref(OLD), FLOATING, nodes=[node])
@@ -239,7 +239,7 @@ def stack(cluster_sandbox: Sandbox) -> Iterator[Stack]:
                 assert active_replicas(st.runner) == cl.names
                 yield st
             finally:
-                pm.update_cib(st.runner, lambda c: cib.delete_cluster_property(c, lease.PROPERTY))
+                pm.update_cib(st.runner, lambda c: lease.erase(c))
                 for ban in cib.cli_constraints(pm.query_cib(st.runner)):
                     cl.run(ON, ["crm_resource", "--clear", "--resource", ban.resource], check=False)
     finally:

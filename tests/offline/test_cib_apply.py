@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pcmkimg.core import cib as C
+from pcmkimg.core import lease
 from tests import fixtures
 from tests.offline._tools import run, write
 from tests.sandbox.require import need_tools
@@ -25,7 +26,7 @@ EDITS = {
     "remove-guard": lambda t: C.remove_guard(
         C.add_guard(t, "galera-bundle", FLOATING).new_cib, "galera-bundle"
     ),
-    "lease": lambda t: C.set_cluster_property(t, "pcmkimg-lease", "holder=a;expires=1"),
+    "legacy-lease": lambda t: C.set_cluster_property(t, "pcmkimg-lease", "holder=a;expires=1"),
 }
 
 
@@ -57,6 +58,41 @@ def test_patch_is_refused_when_the_cib_moved(tmp_path: Path) -> None:
     proc = run("cibadmin", "--patch", "--xml-file", str(patch), cib_file=live, check=False)
     assert proc.returncode == 103, proc.stderr  # pcmk_err_old_data
     assert C.bundle(C.parse_cib(live.read_bytes()), "galera-bundle").image == FLOATING
+
+
+def test_the_lease_is_a_status_patch_bumping_num_updates_and_a_compare_and_swap(
+    tmp_path: Path,
+) -> None:
+    """The lease's ticket state: Pacemaker applies its patch under ``/cib/status`` with only
+    ``num_updates`` bumped, refuses a second patch made from the same read, and a takeover of
+    an older pcmkimg's property deletes it in the same patch."""
+    need_tools("cibadmin", "crm_verify")
+    start = fixtures.cib("status-ok.xml")
+    a, b = lease.Lease("a", 1, "ta"), lease.Lease("b", 2, "tb")
+    live = write(tmp_path / "live.xml", start)
+    patch = tmp_path / "patch.xml"
+
+    def apply(change: C.CibChange, check: bool = True) -> int:
+        patch.write_bytes(change.patch_xml())
+        proc = run("cibadmin", "--patch", "--xml-file", str(patch), cib_file=live, check=check)
+        return proc.returncode
+
+    apply(lease.write(start, a))
+    now = C.parse_cib(live.read_bytes())
+    assert lease.read(now) == a
+    version, before = C.cib_version(now), C.cib_version(start)
+    assert version.epoch == before.epoch and version.num_updates > before.num_updates
+    assert apply(lease.write(start, b), check=False) == 103  # made from the same read
+    assert lease.read(C.parse_cib(live.read_bytes())) == a
+    apply(lease.erase(now))
+    assert lease.read(C.parse_cib(live.read_bytes())) is None
+    run("crm_verify", "-x", str(live))
+    old = C.set_cluster_property(start, lease.LEGACY_PROPERTY, a.encode()).new_cib
+    live = write(tmp_path / "live.xml", old)
+    apply(lease.write(old, b))
+    after = C.parse_cib(live.read_bytes())
+    assert lease.read(after) == b and lease.LEGACY_PROPERTY not in C.cluster_properties(after)
+    assert C.cib_version(after).epoch > C.cib_version(old).epoch  # a configuration change
 
 
 def test_pcs_commands_make_the_same_guard(tmp_path: Path) -> None:

@@ -287,6 +287,7 @@ READERS = {
     "colocation_constraints": lambda t: C.colocation_constraints(t),
     "cluster_properties": lambda t: C.cluster_properties(t),
     "rsc_defaults": lambda t: C.rsc_defaults(t),
+    "ticket_state": lambda t: C.ticket_state(t, "pcmkimg-lease"),
     "banned_nodes": lambda t: C.banned_nodes(t, "galera-bundle"),
     "all_banned_nodes": lambda t: C.all_banned_nodes(t),
     "guard_ids": lambda t: C.guard_ids("galera-bundle"),
@@ -589,6 +590,32 @@ def test_cluster_property_set_and_delete() -> None:
     empty = C.parse_cib(b'<cib epoch="1"><configuration/></cib>')
     made = C.set_cluster_property(empty, "a", "b")
     assert C.cluster_properties(made.new_cib) == {"a": "b"}
+
+
+def test_ticket_state_set_and_delete_bump_num_updates_only() -> None:
+    base = load("base.xml")  # <status/>, epoch 15, num_updates 0
+    change = C.set_ticket_attribute(base, "t", "lease", "v1")
+    assert C.ticket_state(change.new_cib, "t") == {"id": "t", "lease": "v1"}
+    (version, create) = C.patch_changes(change.patch)
+    assert (version.get("path"), version[0][0].get("name")) == ("/cib", "num_updates")
+    assert (create.get("operation"), create.get("path")) == ("create", "/cib/status")
+    assert create[0].tag == "tickets" and create[0][0].get("id") == "t"
+    target = change.patch.find("version/target")
+    assert (target.get("epoch"), target.get("num_updates")) == ("15", "1")
+    updated = C.set_ticket_attribute(change.new_cib, "t", "lease", "v2")
+    (_, modify) = C.patch_changes(updated.patch)
+    assert modify.get("path") == "/cib/status/tickets/ticket_state[@id='t']"
+    assert C.cib_version(updated.new_cib)[1:] == (15, 2)
+    gone = C.delete_ticket_state(updated.new_cib, "t")
+    assert C.ticket_state(gone.new_cib, "t") is None
+    assert C.cib_version(gone.new_cib)[1:] == (15, 3)
+    assert C.delete_ticket_state(base, "t").empty
+    assert C.ticket_state(C.parse_cib(b"<cib><configuration/></cib>"), "t") is None
+    # A change of the configuration too bumps the epoch: the property dropped with the write.
+    legacy = C.set_cluster_property(base, "p", "old").new_cib
+    both = C.set_ticket_attribute(legacy, "t", "lease", "v", drop_property="p")
+    assert "p" not in C.cluster_properties(both.new_cib)
+    assert C.cib_version(both.new_cib)[1:] == (17, 0)
 
 
 def test_guard_pcs_commands() -> None:

@@ -29,7 +29,7 @@ from tests import fixtures
 from tests.sandbox.require import need_tools
 
 AGENT = Path("/usr/lib/ocf/resource.d/pcmkimg/floating-image")
-PACEMAKER_TOOLS = ("crm_resource", "crm_attribute", "cibadmin", "crm_mon")
+PACEMAKER_TOOLS = ("crm_resource", "crm_attribute", "cibadmin", "crm_mon", "crm_ticket")
 RC_USAGE, RC_NOSUCH = 64, 105
 
 
@@ -193,6 +193,7 @@ EVERY = [
     C.list_resources(),
     C.leave_maintenance_mode(),
     C.delete_property("pcmkimg-lease"),
+    C.delete_ticket("pcmkimg-lease"),
     C.node_unstandby("controller-1"),
     C.node_unmaintenance("controller-1"),
     C.delete_constraint("cli-ban-galera-bundle-on-controller-1"),
@@ -221,7 +222,12 @@ EVERY = [
 
 @pytest.mark.parametrize("argv", EVERY, ids=C.shown)
 def test_the_tool_accepts_it(argv: list[str], tmp_path: Path) -> None:
-    check(argv, copy(tmp_path, "bans.xml"))
+    f = copy(tmp_path, "bans.xml")
+    if argv[0] == "crm_ticket":  # a ticket's state to delete (crm_ticket: rc 105 without)
+        from pcmkimg.core import lease
+
+        f.write_bytes(lease.write(load(f), lease.Lease("c-0", 4, "t", 30.0)).cib_xml())
+    check(argv, f)
 
 
 def test_every_command_function_is_checked() -> None:
@@ -252,6 +258,7 @@ _ARGS: dict[str, list[tuple[str, ...]]] = {
     "list_resources": [()],
     "leave_maintenance_mode": [()],
     "delete_property": [("pcmkimg-lease",)],
+    "delete_ticket": [("pcmkimg-lease",)],
     "node_unstandby": [("controller-1",)],
     "node_unmaintenance": [("controller-1",)],
     "delete_constraint": [("cli-ban-galera-bundle-on-controller-1",)],
@@ -334,6 +341,19 @@ def test_crm_attribute_commands(tmp_path: Path) -> None:
     props = cib.cluster_properties(load(f))
     assert props["maintenance-mode"] == "false" and "pcmkimg-lease" not in props
     assert nvpairs(f, "//nodes/node/instance_attributes/nvpair") == []
+
+
+def test_the_lease_fix_deletes_the_ticket_state_pcmkimg_writes(tmp_path: Path) -> None:
+    from pcmkimg.core import lease
+
+    f = copy(tmp_path)
+    held = lease.Lease("controller-0", 42, "t0k", 30.0, 3, 1_800_000_000.0)
+    f.write_bytes(lease.write(load(f), held).cib_xml())
+    shown = run_pacemaker(["crm_ticket", "--ticket", lease.TICKET, "--query-xml"], f)
+    assert f'{lease.ATTRIBUTE}="{held.encode()}"' in shown.stdout  # what an operator sees
+    assert lease.read(load(f)) == held
+    run_pacemaker(C.delete_ticket(lease.TICKET), f)
+    assert lease.read(load(f)) is None
 
 
 def test_stickiness_and_delete_resource(tmp_path: Path) -> None:

@@ -87,7 +87,7 @@ def test_the_refusal_names_the_holder_and_when_the_lease_lapses(fake: fakes.Fake
     text = info.value.one_line()
     assert "pid 4242 on host node-a" in text
     assert "it lapses in 40s unless its holder renews it" in text
-    assert "stops blocking 40s after its last renewal" in text and "--delete" in text
+    assert "stops blocking 40s after its last renewal" in text and "--cleanup" in text
 
 
 def test_the_value_changes_on_every_renewal_and_round_trips(fake: fakes.FakeCluster) -> None:
@@ -116,7 +116,9 @@ def test_the_keeper_renews_in_the_background_and_stops_before_the_release(
 def test_a_lease_taken_over_is_lost_for_its_holder(fake: fakes.FakeCluster) -> None:
     with leasing.held(fake, 0.3) as holding:
         other = lease.Lease("node-b", 9, "theirs", 30.0)
-        fake.update_cib(lambda c: cib.set_cluster_property(c, lease.PROPERTY, other.encode()))
+        fake.update_cib(
+            lambda c: cib.set_ticket_attribute(c, lease.TICKET, lease.ATTRIBUTE, other.encode())
+        )
         time.sleep(0.3)
         with pytest.raises(lease.LeaseLostError, match="held by pid 9 on node-b"):
             holding.check()
@@ -183,32 +185,33 @@ def test_an_unreadable_lease_is_held_exit_4_and_nothing_is_written(
 ) -> None:
     from pcmkimg import cli
 
-    fake.config = cib.set_cluster_property(fake.config, lease.PROPERTY, text).new_cib
+    fake.config = cib.set_ticket_attribute(fake.config, lease.TICKET, lease.ATTRIBUTE, text).new_cib
     with pytest.raises(lease.LeaseUnreadableError) as info:
         with leasing.held(fake, 30):
             pytest.fail("the block must not run")
     assert cli.exit_code(info.value) == cli.LEASE_HELD
     assert repr(text) in info.value.message
-    assert info.value.fix == (
-        "`crm_attribute --type crm_config --name pcmkimg-lease --delete` once no pcmkimg runs"
-    )
+    assert info.value.fix == "`crm_ticket --ticket pcmkimg-lease --cleanup` once no pcmkimg runs"
     assert writes(fake) == []
-    assert cib.cluster_properties(fake.config)[lease.PROPERTY] == text
+    assert cib.ticket_state(fake.config, lease.TICKET) == {"id": lease.TICKET, "lease": text}
 
 
 def test_our_lease_overwritten_by_an_unreadable_value_is_lost_not_left_behind(
     fake: fakes.FakeCluster,
 ) -> None:
     with leasing.held(fake, 30) as holding:
-        fake.config = cib.set_cluster_property(fake.config, lease.PROPERTY, "garbage").new_cib
+        fake.config = cib.set_ticket_attribute(
+            fake.config, lease.TICKET, lease.ATTRIBUTE, "garbage"
+        ).new_cib
         with pytest.raises(lease.LeaseLostError, match="now holds 'garbage'"):
             leasing.renew(fake, holding.lease)
-    assert cib.cluster_properties(fake.config)[lease.PROPERTY] == "garbage"  # not ours to delete
+    state = cib.ticket_state(fake.config, lease.TICKET)
+    assert state is not None and state["lease"] == "garbage"  # not ours to delete
 
 
 def test_a_foreign_or_old_value_is_unreadable_with_the_fix() -> None:
     for text in ("host=h;pid=1;token=t;expires=2027-01-15T08:01:00Z", "garbage"):
-        with pytest.raises(lease.LeaseUnreadableError, match="--delete"):
+        with pytest.raises(lease.LeaseUnreadableError, match="--cleanup"):
             lease.decode(text)
     bad = lease.Lease("h", 1, "t", 0.01).encode()
     with pytest.raises(lease.LeaseUnreadableError, match="period"):

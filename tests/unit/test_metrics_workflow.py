@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from lxml import etree
 
 from pcmkimg import cli
 from pcmkimg.adapters import journal, textfile
@@ -112,8 +111,7 @@ def test_a_node_whose_store_does_not_answer_is_down_and_has_no_other_metric(
 
 
 def _set_lease(cl: fakes.FakeCluster, value: str) -> None:
-    props = cl.config.find(".//crm_config/cluster_property_set")
-    etree.SubElement(props, "nvpair", id="pcmkimg-lease", name=lease.PROPERTY, value=value)
+    cl.config = cib.set_ticket_attribute(cl.config, lease.TICKET, lease.ATTRIBUTE, value).new_cib
 
 
 @pytest.mark.parametrize(

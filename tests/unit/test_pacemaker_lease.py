@@ -14,7 +14,12 @@ MONO = 500.0  # the reader's monotonic clock
 
 
 def with_lease(value: str) -> cib.Element:
-    return cib.set_cluster_property(BASE, lease.PROPERTY, value).new_cib
+    return cib.set_ticket_attribute(BASE, lease.TICKET, lease.ATTRIBUTE, value).new_cib
+
+
+def with_legacy(value: str, config: cib.Element = BASE) -> cib.Element:
+    """An older pcmkimg's lease: the cluster property."""
+    return cib.set_cluster_property(config, lease.LEGACY_PROPERTY, value).new_cib
 
 
 def make(
@@ -46,8 +51,10 @@ def test_round_trip() -> None:
     ],
 )
 def test_unreadable(text: str) -> None:
-    with pytest.raises(lease.LeaseUnreadableError, match="--delete"):
+    with pytest.raises(lease.LeaseUnreadableError, match="ticket state .* --cleanup"):
         lease.read(with_lease(text))
+    with pytest.raises(lease.LeaseUnreadableError, match="cluster property .* --delete"):
+        lease.read(with_legacy(text))
 
 
 def test_free_cib_is_claimed() -> None:
@@ -64,7 +71,7 @@ def test_a_lease_first_seen_is_held_with_its_identity() -> None:
         lease.claim(with_lease(other.encode()), make(), MONO, lambda _pid: False, seen)
     text = info.value.one_line()
     assert "pid 7 on host h2" in text and "2027-01-15T08:00:00Z" in text
-    assert "lapses in 30s" in text and "--delete" in text and info.value.holder == other
+    assert "lapses in 30s" in text and "--cleanup" in text and info.value.holder == other
 
 
 def test_seen_unchanged_for_longer_than_its_period_it_is_taken_over() -> None:
@@ -105,6 +112,48 @@ def test_own_lease_is_renewed() -> None:
     later = mine.next_renewal(NOW + 10)
     change = lease.claim(with_lease(mine.encode()), later, MONO, alive=lambda _pid: True)
     assert lease.read(change.new_cib) == later
+
+
+def test_the_lease_is_a_ticket_state_in_the_status_section() -> None:
+    change = lease.claim(BASE, make(), MONO, alive=lambda _pid: True)
+    assert cib.ticket_state(change.new_cib, "pcmkimg-lease") == {
+        "id": "pcmkimg-lease",
+        "lease": make().encode(),
+    }
+    paths = {c.get("path", "") for c in cib.patch_changes(change.patch)}
+    assert paths == {"/cib", "/cib/status"}  # the version (num_updates), the ticket state
+    assert cib.cib_version(change.new_cib) == cib.cib_version(BASE)._replace(num_updates=1)
+    assert lease.LEGACY_PROPERTY not in cib.cluster_properties(change.new_cib)
+    assert lease.read(lease.erase(change.new_cib).new_cib) is None
+
+
+def test_an_older_pcmkimgs_property_blocks_and_is_deleted_by_the_takeover() -> None:
+    other = make(host="h2", pid=7, token="t2")
+    config = with_legacy(other.encode())
+    assert lease.read(config) == other
+    assert not lease.holds(config, other)  # renew and release look at the ticket state only
+    seen = lease.observe(None, other, MONO)
+    with pytest.raises(lease.LeaseHeld, match="--type crm_config --name pcmkimg-lease --delete"):
+        lease.claim(config, make(), MONO + 30, lambda _pid: True, seen)
+    change = lease.claim(config, make(), MONO + 30.1, lambda _pid: True, seen)
+    assert lease.read(change.new_cib) == make() and lease.holds(change.new_cib, make())
+    assert lease.LEGACY_PROPERTY not in cib.cluster_properties(change.new_cib)
+    ops = sorted(
+        (c.get("operation"), c.get("path", "")[:11]) for c in cib.patch_changes(change.patch)
+    )
+    assert ops == [("create", "/cib/status"), ("delete", "/cib/config"), ("modify", "/cib")]
+
+
+def test_an_older_pcmkimgs_property_next_to_a_ticket_blocks_unless_dead_here() -> None:
+    ours, theirs = make(), make(host="h2", pid=7, token="t2")
+    config = with_legacy(theirs.encode(), with_lease(ours.encode()))
+    assert lease.read(config) == ours and lease.holds(config, ours)
+    with pytest.raises(lease.LeaseHeld, match="pid 7 on host h2"):
+        lease.claim(config, ours.next_renewal(NOW + 10), MONO, lambda _pid: True)
+    here = make(pid=7, token="t2")  # a dead pcmkimg of this host
+    config = with_legacy(here.encode(), with_lease(ours.encode()))
+    change = lease.claim(config, ours, MONO, lambda pid: pid != 7)
+    assert lease.LEGACY_PROPERTY not in cib.cluster_properties(change.new_cib)
 
 
 def test_pid_alive() -> None:

@@ -10,7 +10,7 @@ from lxml import etree
 
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters.errors import CibEnvironmentError
-from pcmkimg.core import cib
+from pcmkimg.core import cib, lease
 from tests import fixtures
 from tests.unit.test_pacemaker import Recorded
 
@@ -77,13 +77,39 @@ def _section() -> str:
     return etree.tostring(whole.find("configuration"), encoding="unicode")
 
 
-def _snapshot_runner(heads: list[int]) -> pm.Runner:
+LEASE_QUERY = (
+    "cibadmin",
+    "--query",
+    "--xpath",
+    "/cib/status/tickets/ticket_state[@id='pcmkimg-lease']",
+)
+NO_SUCH = (105, "", "Call cib_query failed: No such device or address")
+
+
+def _snapshot_runner(heads: list[int], ticket: tuple[int, str, str] = NO_SUCH) -> pm.Runner:
     answers = {
         ("cibadmin", "--query", "--no-children"): [(0, _head(e), "") for e in heads],
         ("cibadmin", "--query", "--scope", "configuration"): [(0, _section(), "")],
         ("crm_mon",): [(0, fixtures.text("mon-ok.xml"), "")],
+        LEASE_QUERY: [ticket],
     }
     return pm.Runner(backend=Recorded(answers))  # type: ignore[arg-type]
+
+
+HELD = lease.Lease("controller-1", 42, "t0k", 30.0, 2, 1_800_000_000.0)
+
+
+def test_read_cluster_shows_the_lease_of_the_status_section_and_nothing_else_of_it() -> None:
+    state = f'<ticket_state id="pcmkimg-lease" lease="{HELD.encode()}"/>'
+    cluster = pm.read_cluster(_snapshot_runner([24, 24], (0, state, "")))
+    assert lease.read(cluster.config) == HELD
+    assert [el.tag for el in cluster.config.find("status").iter()] == [
+        "status",
+        "tickets",
+        "ticket_state",
+    ]
+    with pytest.raises(pm.ClusterUnreachableError):
+        pm.read_cluster(_snapshot_runner([24, 24], (102, "", "Could not connect")))
 
 
 def test_read_cluster_reads_the_configuration_alone_under_its_version() -> None:
@@ -91,12 +117,13 @@ def test_read_cluster_reads_the_configuration_alone_under_its_version() -> None:
     cluster = pm.read_cluster(r)
     calls = r.backend.argvs()  # type: ignore[attr-defined]
     version = ("cibadmin", "--query", "--no-children")
-    assert calls[0] == calls[3] == version  # the configuration and crm_mon (at once) between
-    assert set(calls[1:3]) == {
+    assert calls[0] == calls[4] == version  # the configuration and crm_mon (at once) between
+    assert set(calls[1:4]) == {
         ("cibadmin", "--query", "--scope", "configuration"),
         ("crm_mon", "-1", "--output-as=xml"),
+        LEASE_QUERY,  # the update lease's ticket state alone; none here (rc 105)
     }
-    assert len(calls) == 4
+    assert len(calls) == 5
     assert ("cibadmin", "--query") not in calls  # never the whole CIB with its status
     assert cib.cib_version(cluster.config) == cib.CibVersion(0, 24, 7)
     assert cluster.config.find("status") is None
@@ -125,3 +152,8 @@ def test_offline_the_saved_cib_is_read_once_and_its_status_dropped() -> None:
     assert (
         cluster.config.find("status") is None and cluster.config.find("configuration") is not None
     )
+    saved = lease.write(cib.parse_cib(fixtures.text("status-ok.xml")), HELD).cib_xml().decode()
+    answers[("cibadmin", "--query")] = [(0, saved, "")]
+    cluster = pm.read_cluster(pm.Runner(cib_file="/tmp/saved.xml", backend=Recorded(answers)))  # type: ignore[arg-type]
+    assert lease.read(cluster.config) == HELD  # the lease's ticket state, alone of the status
+    assert cluster.config.find("status/node_state") is None

@@ -306,7 +306,7 @@ def test_every_problem_kind_is_listed_with_its_fix() -> None:
     for nv in cfg.iterfind(".//rsc_defaults//nvpair[@name='resource-stickiness']"):
         nv.set("value", "0")
     held = lease.Lease("controller-1", 4242, "tok", 30.0, 5, 1_900_000_000.0)
-    change = cib.set_cluster_property(cfg, lease.PROPERTY, held.encode())
+    change = cib.set_ticket_attribute(cfg, lease.TICKET, lease.ATTRIBUTE, held.encode())
     cl = Cluster(change.new_cib, cl.mon, cl.status)
     g = gathered(
         cl,
@@ -349,11 +349,19 @@ def test_every_problem_kind_is_listed_with_its_fix() -> None:
 
 def test_an_unreadable_lease_is_a_problem_with_its_fix_not_a_stop() -> None:
     cl = cluster()
-    change = cib.set_cluster_property(cl.config, lease.PROPERTY, "owner=someone-else")
+    change = cib.set_ticket_attribute(
+        cl.config, lease.TICKET, lease.ATTRIBUTE, "owner=someone-else"
+    )
     cl = Cluster(change.new_cib, cl.mon, cl.status)
     (found,) = S.problems(gathered(cl, galera(cl)))
     assert found.kind == "lease-unreadable"
     assert "'owner=someone-else'" in found.message
+    assert found.message.endswith(
+        "fix: crm_ticket --ticket pcmkimg-lease --cleanup once no pcmkimg runs"
+    )
+    old = cib.set_cluster_property(cluster().config, lease.LEGACY_PROPERTY, "owner=x").new_cib
+    (found,) = S.problems(gathered(Cluster(old, cl.mon, cl.status), galera(cl)))
+    assert found.kind == "lease-unreadable" and "cluster property pcmkimg-lease" in found.message
     assert found.message.endswith(
         "fix: crm_attribute --type crm_config --name pcmkimg-lease --delete once no pcmkimg runs"
     )

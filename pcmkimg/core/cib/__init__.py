@@ -31,11 +31,13 @@ from pcmkimg.core.cib.edit import (
     GUARD_OPS,
     add_guard,
     delete_cluster_property,
+    delete_ticket_state,
     guard_pcs_commands,
     remove_guard,
     set_bundle_image,
     set_bundle_meta,
     set_cluster_property,
+    set_ticket_attribute,
     unwire_guard,
 )
 from pcmkimg.core.cib.patch import (
@@ -66,6 +68,7 @@ from pcmkimg.core.cib.read import (
     nodes,
     order_constraints,
     rsc_defaults,
+    ticket_state,
 )
 from pcmkimg.core.cib.status import (
     DEGRADED_EXITCODES,
@@ -123,9 +126,11 @@ __all__ = [
     "cli_constraints",
     "clone_instances",
     "cluster_properties",
+    "ticket_state",
     "cluster_status",
     "colocation_constraints",
     "delete_cluster_property",
+    "delete_ticket_state",
     "guard_ids",
     "guard_pcs_commands",
     "is_true",
@@ -141,6 +146,7 @@ __all__ = [
     "set_bundle_image",
     "set_bundle_meta",
     "set_cluster_property",
+    "set_ticket_attribute",
     "to_xml",
     "unwire_guard",
 ]

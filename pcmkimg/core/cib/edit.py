@@ -328,13 +328,55 @@ def set_cluster_property(cib: Element, name: str, value: str) -> CibChange:
     return make_change(cib, new, f"set cluster property {name}={value}")
 
 
-def delete_cluster_property(cib: Element, name: str) -> CibChange:
-    new = copy.deepcopy(cib)
-    for nvset in _property_sets(new):
+def _drop_property(cib: Element, name: str) -> None:
+    if _find_section(cib, "crm_config") is None:
+        return
+    for nvset in _property_sets(cib):
         for nv in nvset.findall("nvpair"):
             if nv.get("name") == name:
                 nvset.remove(nv)
+
+
+def delete_cluster_property(cib: Element, name: str) -> CibChange:
+    new = copy.deepcopy(cib)
+    _drop_property(new, name)
     return make_change(cib, new, f"delete cluster property {name}")
+
+
+def _ticket_states(cib: Element, ticket: str) -> list[Element]:
+    return [el for el in cib.iterfind("status/tickets/ticket_state") if el.get("id") == ticket]
+
+
+def set_ticket_attribute(
+    cib: Element, ticket: str, name: str, value: str, *, drop_property: str | None = None
+) -> CibChange:
+    """Set attribute ``name`` of the ticket state ``ticket`` in the status section
+    (``/cib/status/tickets/ticket_state``, what ``crm_ticket`` shows), creating what is
+    missing; with ``drop_property`` the cluster property of that name goes in the same change.
+    """
+    new = copy.deepcopy(cib)
+    states = _ticket_states(new, ticket)
+    if states:
+        states[0].set(name, value)
+    else:
+        status = new.find("status")
+        if status is None:
+            status = etree.SubElement(new, "status")
+        tickets = status.find("tickets")
+        if tickets is None:
+            tickets = etree.SubElement(status, "tickets")
+        etree.SubElement(tickets, "ticket_state", {"id": ticket, name: value})
+    if drop_property is not None:
+        _drop_property(new, drop_property)
+    return make_change(cib, new, f"set ticket {ticket} {name}={value}")
+
+
+def delete_ticket_state(cib: Element, ticket: str) -> CibChange:
+    """Delete the ticket state ``ticket`` (nothing when there is none)."""
+    new = copy.deepcopy(cib)
+    for el in _ticket_states(new, ticket):
+        _detach(el)
+    return make_change(cib, new, f"delete ticket state {ticket}")
 
 
 def guard_pcs_commands(cib: Element, bundle_id: str, floating_name: str) -> list[list[str]]:

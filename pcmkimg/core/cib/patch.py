@@ -127,19 +127,30 @@ class CibChange:
         return to_xml(self.new_cib)
 
 
+def _in_status(path: str) -> bool:
+    return path == "/cib/status" or path.startswith("/cib/status/")
+
+
 def make_change(original: Element, edited: Element, description: str) -> CibChange:
     """Wrap ``edited`` (an edited copy of ``original``, taken over): bump its epoch when the
-    content differs, and build the format-2 patch from ``original`` to it.
+    content differs (only ``num_updates`` when every change is under ``/cib/status``, as
+    Pacemaker's own status writes do: the configuration did not change), and build the
+    format-2 patch from ``original`` to it.
 
     The patch's source version is ``original``'s: Pacemaker applies it only to a CIB of exactly
     that version. Elements are matched by tag and id (id-less ones by tag and order); a change
     of sibling order alone is not expressed (no edit here reorders)."""
     changes = etree.Element("changes")
     _diff_children(original, edited, changes)
-    if len(changes) or dict(original.attrib.items()) != dict(edited.attrib.items()):
+    root_changed = dict(original.attrib.items()) != dict(edited.attrib.items())
+    if len(changes) or root_changed:
         version = cib_version(original)
-        edited.set("epoch", str(version.epoch + 1))
-        edited.set("num_updates", "0")
+        if not root_changed and all(_in_status(c.get("path", "")) for c in changes):
+            # As Pacemaker's own status writes: the configuration's version stays.
+            edited.set("num_updates", str(version.num_updates + 1))
+        else:
+            edited.set("epoch", str(version.epoch + 1))
+            edited.set("num_updates", "0")
     return CibChange(
         description=description,
         base_version=cib_version(original),

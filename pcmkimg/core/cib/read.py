@@ -421,6 +421,15 @@ def cluster_properties(cib: Element) -> dict[str, str]:
     return _nvpairs(_find_section(cib, "crm_config"), "cluster_property_set")
 
 
+def ticket_state(cib: Element, ticket: str) -> dict[str, str] | None:
+    """The attributes of ``/cib/status/tickets/ticket_state[@id=ticket]`` (None: no such
+    state). A CIB without a status section (a configuration alone) has none."""
+    for el in cib.iterfind("status/tickets/ticket_state"):
+        if el.get("id") == ticket:
+            return {str(k): str(v) for k, v in el.attrib.items()}
+    return None
+
+
 def rsc_defaults(cib: Element) -> dict[str, str]:
     """Resource defaults (e.g. ``resource-stickiness``); rule-less meta sets only."""
     section = _find_section(cib, "rsc_defaults")
