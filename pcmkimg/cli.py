@@ -21,7 +21,7 @@ import click
 
 from pcmkimg import __version__
 from pcmkimg.adapters import journal, signals
-from pcmkimg.adapters.runner import EarlyRead, Runner, runner_for
+from pcmkimg.adapters.runner import Runner, read_early, runner_for
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.errors import (
     BadInput,
@@ -40,6 +40,8 @@ from pcmkimg.errors import (
 if TYPE_CHECKING:
     from pcmkimg.adapters import config, storeview
     from pcmkimg.adapters import podman as images
+    from pcmkimg.adapters.early import Early
+    from pcmkimg.adapters.runner import RawSnapshot
     from pcmkimg.workflows.context import Context
 
 # --------------------------------------------------------------------------- exit codes
@@ -114,8 +116,10 @@ class Env:
     command: str | None = None
     contexts: ContextFactory | None = None
     """What makes the commands' context (:func:`main`'s ``context``); None: :func:`live_context`."""
-    early: EarlyRead | None = None
+    early: Early[RawSnapshot] | None = None
     """The cluster read :meth:`read_early` started, for the live context's first read."""
+    early_views: dict[str, storeview.StoreView] | None = None
+    """The nodes' views :meth:`read_stores_early` started, for the live context's views."""
 
     @functools.cached_property
     def runner(self) -> Runner:
@@ -140,7 +144,16 @@ class Env:
             made = self.runner
         except PcmkimgError:
             return
-        self.early = EarlyRead.start(made)
+        self.early = read_early(made)
+
+    def read_stores_early(self) -> None:
+        """Start reading the stores behind local sockets (after the configuration, which says
+        where they are; :func:`pcmkimg.adapters.storeview.read_early`), for the live context."""
+        if self.contexts is not None or self.early_views is not None:
+            return
+        from pcmkimg.adapters import storeview
+
+        self.early_views = storeview.read_early(self.conf)
 
     def out(self, doc: Any, lines: Sequence[str]) -> None:
         if self.json:
@@ -169,13 +182,15 @@ def _env(cib_file: str | None = None, *, read_early: bool = False) -> Env:
     this first, so that a bad or missing configuration file is exit 2 before anything else runs
     (and after click has answered ``--help``). ``read_early``: the command's first act is a
     read of the cluster (``status``, ``check``); it starts now (:meth:`Env.read_early`), and
-    only its answer waits for the configuration."""
+    only its answer waits for the configuration; then the stores behind local sockets."""
     env: Env = click.get_current_context().find_object(Env)  # type: ignore[assignment]
     if cib_file is not None:  # the command's own --cib-file (before the runner is made)
         env.cib_file = cib_file
     if read_early:
         env.read_early()
     env.conf  # noqa: B018 - read now: it raises ConfigError
+    if read_early:
+        env.read_stores_early()
     return env
 
 
@@ -219,7 +234,7 @@ def _views(env: Env) -> Iterator[storeview.StoreViews]:
         except PacemakerError:
             return None
 
-    with storeview.open_views(env.conf, local) as views:
+    with storeview.open_views(env.conf, local, env.early_views) as views:
         yield views
 
 

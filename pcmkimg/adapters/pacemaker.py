@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from lxml import etree
 
 from pcmkimg.adapters import trace
+from pcmkimg.adapters.early import Early
 from pcmkimg.adapters.errors import (
     BanNotRemovedError,
     CibChangedError,
@@ -48,7 +49,6 @@ from pcmkimg.adapters.runner import (
     CALL_SLACK,
     FIX_ROOT,
     RC_TIMEOUT,
-    EarlyRead,
     RawSnapshot,
     Runner,
     read_snapshot,
@@ -64,6 +64,7 @@ from pcmkimg.adapters.runner import RC_QUORUM as RC_QUORUM
 from pcmkimg.adapters.runner import Backend as Backend
 from pcmkimg.adapters.runner import ToolResult as ToolResult
 from pcmkimg.adapters.runner import cib_variables as cib_variables
+from pcmkimg.adapters.runner import read_early as read_early
 from pcmkimg.adapters.runner import runner_for as runner_for
 from pcmkimg.adapters.runner import subprocess_backend as subprocess_backend
 from pcmkimg.adapters.runner import tool_error as tool_error
@@ -617,7 +618,7 @@ def query_config(
 
     Offline, the saved CIB is one file that nothing changes: one ``cibadmin --query`` (every
     call would parse the whole file again), its status section dropped. ``first``: the tools'
-    answers of a read already made (:class:`EarlyRead`), judged as the first attempt."""
+    answers of a read already made (:func:`read_early`), judged as the first attempt."""
     for attempt in range(1, attempts + 1):
         raw = first if attempt == 1 and first is not None else read_snapshot(runner)
         if runner.offline:
@@ -664,7 +665,7 @@ class Pacemaker:
     the same methods from a scripted CIB and crm_mon."""
 
     runner: Runner = field(default_factory=Runner)
-    early: EarlyRead | None = field(default=None, compare=False, repr=False)
+    early: Early[RawSnapshot] | None = field(default=None, compare=False, repr=False)
     """A snapshot read started before the command's first read (``status``, ``check``): that
     first read takes it; every later read is a fresh one."""
 

@@ -5,7 +5,7 @@ Every external call goes through a :class:`Runner`: argument lists only (never a
 timeout on every call, ``LC_ALL=C``, no ``CIB_*`` variable of the caller's, stderr captured and
 mapped to one error type per failure kind (:func:`tool_error`). :func:`read_snapshot` runs the
 calls of one snapshot of the cluster (see :func:`pcmkimg.adapters.pacemaker.query_config`) and
-returns what they printed, unparsed; :class:`EarlyRead` runs them in a thread.
+returns what they printed, unparsed; :func:`read_early` runs them in a thread.
 
 This module imports neither lxml nor the CIB model: ``pcmkimg status`` starts its snapshot
 read here first and imports the rest of pcmkimg while the tools run (docs/benchmarks.md,
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from pcmkimg.adapters import trace
+from pcmkimg.adapters.early import Early
 from pcmkimg.adapters.errors import (
     CibChangedError,
     CibEnvironmentError,
@@ -281,39 +282,8 @@ def read_snapshot(runner: Runner) -> RawSnapshot:
     return RawSnapshot(config, mon, head, runner.run(VERSION_ARGV).stdout)
 
 
-@dataclass
-class EarlyRead:
-    """A snapshot read started in a thread before it is needed (:meth:`start`), so that the
-    tools run while Python imports what parses their answers. :meth:`take` waits for it and
-    gives it once (or raises what the read raised); every later read is a fresh one (None)."""
-
-    runner: Runner
-    _answer: list[object] = field(default_factory=list, repr=False)
-    _thread: threading.Thread | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _taken: bool = False
-
-    @classmethod
-    def start(cls, runner: Runner) -> EarlyRead:
-        early = cls(runner)
-        early._thread = threading.Thread(target=early._read, name="pcmkimg-snapshot", daemon=True)
-        early._thread.start()
-        return early
-
-    def _read(self) -> None:
-        try:
-            self._answer.append(read_snapshot(self.runner))
-        except BaseException as exc:  # handed to take()
-            self._answer.append(exc)
-
-    def take(self) -> RawSnapshot | None:
-        with self._lock:
-            if self._taken or self._thread is None:
-                return None
-            self._taken = True
-        self._thread.join()  # interruptible: a signal handler's exception ends it
-        answer = self._answer[0]
-        if isinstance(answer, BaseException):
-            raise answer
-        assert isinstance(answer, RawSnapshot)
-        return answer
+def read_early(runner: Runner) -> Early[RawSnapshot]:
+    """:func:`read_snapshot` started now, in a thread (``pcmkimg-snapshot``), for a command
+    whose first act is a read of the cluster: its answer is taken once
+    (:class:`pcmkimg.adapters.pacemaker.Pacemaker`'s first ``read_cluster``)."""
+    return Early(lambda: read_snapshot(runner), "pcmkimg-snapshot")

@@ -138,7 +138,7 @@ def test_an_early_read_is_the_ports_first_read_and_only_its_first() -> None:
     port's first read_cluster judges those answers and runs no tool of its own; a later read
     is a fresh one."""
     r = _snapshot_runner([24, 24])
-    port = pm.Pacemaker(r, early=pm.EarlyRead.start(r))
+    port = pm.Pacemaker(r, early=pm.read_early(r))
     first = port.read_cluster()
     assert len(r.backend.argvs()) == 4  # type: ignore[attr-defined]
     assert cib.cib_version(first.config) == cib.CibVersion(0, 24, 7)
@@ -149,7 +149,7 @@ def test_an_early_read_is_the_ports_first_read_and_only_its_first() -> None:
 
 def test_an_early_read_that_saw_the_configuration_change_is_read_again() -> None:
     r = _snapshot_runner([24, 25, 25, 25])
-    cluster = pm.Pacemaker(r, early=pm.EarlyRead.start(r)).read_cluster()
+    cluster = pm.Pacemaker(r, early=pm.read_early(r)).read_cluster()
     assert cib.cib_version(cluster.config).epoch == 25
     assert r.backend.argvs().count(("crm_mon", "-1", "--output-as=xml")) == 2  # type: ignore[attr-defined]
 
@@ -157,7 +157,7 @@ def test_an_early_read_that_saw_the_configuration_change_is_read_again() -> None
 def test_an_early_reads_failure_is_the_reads_failure() -> None:
     stderr = "Could not connect to the CIB: Transport endpoint is not connected"
     r = pm.Runner(backend=Recorded({("cibadmin",): [(102, "", stderr)]}))  # type: ignore[arg-type]
-    port = pm.Pacemaker(r, early=pm.EarlyRead.start(r))
+    port = pm.Pacemaker(r, early=pm.read_early(r))
     with pytest.raises(pm.ClusterUnreachableError, match="Transport endpoint"):
         port.read_cluster()
     assert r.backend.argvs() == [("cibadmin", "--query", "--no-children")]  # type: ignore[attr-defined]
