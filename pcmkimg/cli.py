@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from pcmkimg import __version__
-from pcmkimg.adapters import config, journal, pacemaker, signals
-from pcmkimg.adapters.errors import PacemakerError
+from pcmkimg.adapters import journal, signals
+from pcmkimg.adapters.runner import Runner, read_early, runner_for
 from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
 from pcmkimg.errors import (
     BadInput,
@@ -35,10 +35,13 @@ from pcmkimg.errors import (
 )
 
 # Each command imports what only it uses (its workflow, the lease, the podman-py stores) when it
-# runs: `pcmkimg status` starts in a fraction of `pcs status` (docs/benchmarks.md, budget 5).
+# runs, and nothing here imports lxml or the CIB model: `status` and `check` start their cluster
+# read first and import the rest while the tools run (docs/benchmarks.md, budget 5).
 if TYPE_CHECKING:
+    from pcmkimg.adapters import config, storeview
     from pcmkimg.adapters import podman as images
-    from pcmkimg.adapters import storeview
+    from pcmkimg.adapters.early import Early
+    from pcmkimg.adapters.runner import RawSnapshot
     from pcmkimg.workflows.context import Context
 
 # --------------------------------------------------------------------------- exit codes
@@ -113,17 +116,44 @@ class Env:
     command: str | None = None
     contexts: ContextFactory | None = None
     """What makes the commands' context (:func:`main`'s ``context``); None: :func:`live_context`."""
+    early: Early[RawSnapshot] | None = None
+    """The cluster read :meth:`read_early` started, for the live context's first read."""
+    early_views: dict[str, storeview.StoreView] | None = None
+    """The nodes' views :meth:`read_stores_early` started, for the live context's views."""
 
     @functools.cached_property
-    def runner(self) -> pacemaker.Runner:
+    def runner(self) -> Runner:
         """Made on first use (so that `--help` works in any environment): live, or offline on a
         saved CIB for a read-only command; refuses a CIB_* variable it cannot honour."""
-        return pacemaker.runner_for(self.cib_file, read_only=self.command in OFFLINE_COMMANDS)
+        return runner_for(self.cib_file, read_only=self.command in OFFLINE_COMMANDS)
 
     @functools.cached_property
     def conf(self) -> config.Config:
         """Read on first use, so that `--help` works even with a broken file."""
+        from pcmkimg.adapters import config
+
         return config.load(self.conf_path)
+
+    def read_early(self) -> None:
+        """Start the snapshot read of the live context's first ``read_cluster`` now, in a
+        thread, so that the tools run while Python reads the configuration and imports the
+        command (read-only; a runner it can't make is left to raise where it did)."""
+        if self.contexts is not None or self.early is not None:
+            return  # another context (the tests' fakes) reads its own way
+        try:
+            made = self.runner
+        except PcmkimgError:
+            return
+        self.early = read_early(made)
+
+    def read_stores_early(self) -> None:
+        """Start reading the stores behind local sockets (after the configuration, which says
+        where they are; :func:`pcmkimg.adapters.storeview.read_early`), for the live context."""
+        if self.contexts is not None or self.early_views is not None:
+            return
+        from pcmkimg.adapters import storeview
+
+        self.early_views = storeview.read_early(self.conf)
 
     def out(self, doc: Any, lines: Sequence[str]) -> None:
         if self.json:
@@ -147,14 +177,20 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
-def _env(cib_file: str | None = None) -> Env:
+def _env(cib_file: str | None = None, *, read_early: bool = False) -> Env:
     """The environment of the running command, its configuration read: every command calls
     this first, so that a bad or missing configuration file is exit 2 before anything else runs
-    (and after click has answered ``--help``)."""
+    (and after click has answered ``--help``). ``read_early``: the command's first act is a
+    read of the cluster (``status``, ``check``); it starts now (:meth:`Env.read_early`), and
+    only its answer waits for the configuration; then the stores behind local sockets."""
     env: Env = click.get_current_context().find_object(Env)  # type: ignore[assignment]
     if cib_file is not None:  # the command's own --cib-file (before the runner is made)
         env.cib_file = cib_file
+    if read_early:
+        env.read_early()
     env.conf  # noqa: B018 - read now: it raises ConfigError
+    if read_early:
+        env.read_stores_early()
     return env
 
 
@@ -169,10 +205,11 @@ def live_context(env: Env, progress: Callable[[Any], None] | None = None) -> Con
     nodes' stores and views opened on first use, the journal's directory, the settings."""
     from pathlib import Path
 
+    from pcmkimg.adapters import pacemaker
     from pcmkimg.workflows.context import Context
 
     return Context(
-        cluster=pacemaker.Pacemaker(env.runner),
+        cluster=pacemaker.Pacemaker(env.runner, early=env.early),
         open_stores=functools.partial(_stores, env),
         open_views=functools.partial(_views, env),
         open_registry=functools.partial(_registry, env),
@@ -188,7 +225,8 @@ def live_context(env: Env, progress: Callable[[Any], None] | None = None) -> Con
 def _views(env: Env) -> Iterator[storeview.StoreViews]:
     """Read-only views of the stores, for status and check (no podman-py: it starts fast); the
     local node is asked only for a node the configuration does not list."""
-    from pcmkimg.adapters import storeview
+    from pcmkimg.adapters import pacemaker, storeview
+    from pcmkimg.adapters.errors import PacemakerError
 
     def local() -> str | None:
         try:
@@ -196,7 +234,7 @@ def _views(env: Env) -> Iterator[storeview.StoreViews]:
         except PacemakerError:
             return None
 
-    with storeview.open_views(env.conf, local) as views:
+    with storeview.open_views(env.conf, local, env.early_views) as views:
         yield views
 
 
@@ -209,7 +247,9 @@ def _registry(env: Env) -> Any:
 
 @contextmanager
 def _stores(env: Env) -> Iterator[images.Stores]:
+    from pcmkimg.adapters import pacemaker
     from pcmkimg.adapters import podman as images
+    from pcmkimg.adapters.errors import PacemakerError
 
     try:
         local = pacemaker.local_node(env.runner)
@@ -294,9 +334,9 @@ def cli(
 @cib_file_option
 def status(services: tuple[str, ...], cib_file: str | None) -> None:
     """What runs behind each floating name on each node (drift, role, guard, failures)."""
+    env = _env(cib_file, read_early=True)
     from pcmkimg.workflows import status
 
-    env = _env(cib_file)
     report = status.run(_context(env), status.StatusRequest(services))
     assert isinstance(report, status.StatusReport)
     env.out(report.doc, [printable(line) for line in report.lines()])
@@ -306,9 +346,9 @@ def status(services: tuple[str, ...], cib_file: str | None) -> None:
 @cib_file_option
 def check(cib_file: str | None) -> None:
     """Preflight: list every problem that would make an update unsafe; exit 3 if any."""
+    env = _env(cib_file, read_early=True)
     from pcmkimg.workflows import status
 
-    env = _env(cib_file)
     report = status.run(_context(env), status.CheckRequest())
     assert isinstance(report, status.CheckReport)
     doc = report.as_dict()

@@ -6,23 +6,25 @@ the user presses TAB. They read the CIB once with a short timeout and offer what
 when the CIB can't be read (no cluster, not root, a broken configuration file) they offer
 nothing, at once and silently: a completion must never print an error or hang a shell.
 
-The pure part (``services``, ``bundle_ids``, ``member_nodes``) works on a parsed CIB.
+The pure part (``services``, ``bundle_ids``, ``member_nodes``) works on a parsed CIB. The CLI
+imports this module on every run: the CIB model (and lxml) are imported by the callbacks only.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from pcmkimg.core import cib, naming
+if TYPE_CHECKING:
+    from pcmkimg.core import cib, naming
 
 TIMEOUT = 2.0
 """Seconds a completion waits for ``cibadmin --query``."""
 
-Kind = Callable[[cib.Element, naming.Scheme], list[str]]
+Kind = Callable[["cib.Element", "naming.Scheme"], list[str]]
 Callback = Callable[[click.Context, Any, str], list[str]]
 
 # click 8 takes shell_complete=(ctx, param, incomplete); click 7 (RHEL 9's python3-click 7.1)
@@ -44,17 +46,23 @@ def completes(callback: Callback, *, click_8: bool = _CLICK_8) -> dict[str, Any]
 
 def services(config: cib.Element, scheme: naming.Scheme) -> list[str]:
     """Services of the bundles that run a floating name (what SERVICE arguments take)."""
+    from pcmkimg.core import cib, naming
+
     found = (naming.as_floating(b.image, scheme) for b in cib.bundles(config))
     return sorted({f.service for f in found if f is not None})
 
 
 def bundle_ids(config: cib.Element, scheme: naming.Scheme) -> list[str]:
     """Ids of every bundle (what BUNDLE arguments take)."""
+    from pcmkimg.core import cib
+
     return sorted(b.id for b in cib.bundles(config))
 
 
 def member_nodes(config: cib.Element, scheme: naming.Scheme) -> list[str]:
     """Cluster member nodes, by Pacemaker node name (what --node takes)."""
+    from pcmkimg.core import cib
+
     return sorted(n.uname for n in cib.nodes(config) if n.kind == "member")
 
 
@@ -66,6 +74,7 @@ def candidates(
 
 def _scheme(ctx: click.Context) -> naming.Scheme:
     from pcmkimg.adapters import config
+    from pcmkimg.core import naming
 
     try:
         return config.load(ctx.find_root().params.get("conf")).scheme

@@ -1,10 +1,11 @@
 """The one adapter for the Pacemaker command-line tools.
 
-Every external call goes through a :class:`Runner`: argument lists only (never a shell), a
-timeout on every call, ``LC_ALL=C``, stderr captured and mapped to one error type per failure
-kind. The runner takes an optional argv ``prefix`` (e.g. ``nsenter ... --`` to run the tools on
-a test node; empty in production) and an optional ``cib_file`` for offline work on a saved CIB
-(passed as ``CIB_file``; operations that need a live cluster refuse it).
+Every external call goes through a :class:`Runner` (:mod:`pcmkimg.adapters.runner`,
+re-exported here): argument lists only (never a shell), a timeout on every call, ``LC_ALL=C``,
+stderr captured and mapped to one error type per failure kind. The runner takes an optional
+argv ``prefix`` (e.g. ``nsenter ... --`` to run the tools on a test node; empty in production)
+and an optional ``cib_file`` for offline work on a saved CIB (passed as ``CIB_file``;
+operations that need a live cluster refuse it).
 
 The operations are plain functions of a runner. They parse what the tools print with the pure
 model in :mod:`pcmkimg.core.cib` and apply its :class:`~pcmkimg.core.cib.CibChange` patches with
@@ -21,227 +22,59 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Optional
 
 from lxml import etree
 
 from pcmkimg.adapters import trace
+from pcmkimg.adapters.early import Early
 from pcmkimg.adapters.errors import (
     BanNotRemovedError,
     CibChangedError,
-    CibEnvironmentError,
     ClusterUnreachableError,
-    NoQuorumError,
-    NotFoundError,
     OfflineError,
     PacemakerError,
     PacemakerTimeoutError,
     RestartFailedError,
-    ToolError,
-    ToolMissingError,
 )
+from pcmkimg.adapters.errors import CibEnvironmentError as CibEnvironmentError
+from pcmkimg.adapters.errors import NoQuorumError as NoQuorumError
+from pcmkimg.adapters.errors import NotFoundError as NotFoundError
+from pcmkimg.adapters.errors import ToolError as ToolError
+from pcmkimg.adapters.errors import ToolMissingError as ToolMissingError
+from pcmkimg.adapters.runner import (
+    CALL_SLACK,
+    FIX_ROOT,
+    LEASE_TICKET,
+    RC_TIMEOUT,
+    RawSnapshot,
+    Runner,
+    read_snapshot,
+)
+
+# The runner's names, as they were when they lived here (callers and tests use them so).
+from pcmkimg.adapters.runner import CIB_ENV_PREFIX as CIB_ENV_PREFIX
+from pcmkimg.adapters.runner import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from pcmkimg.adapters.runner import RC_DISCONNECT as RC_DISCONNECT
+from pcmkimg.adapters.runner import RC_NOSUCH as RC_NOSUCH
+from pcmkimg.adapters.runner import RC_OLD as RC_OLD
+from pcmkimg.adapters.runner import RC_QUORUM as RC_QUORUM
+from pcmkimg.adapters.runner import Backend as Backend
+from pcmkimg.adapters.runner import ToolResult as ToolResult
+from pcmkimg.adapters.runner import cib_variables as cib_variables
+from pcmkimg.adapters.runner import read_early as read_early
+from pcmkimg.adapters.runner import runner_for as runner_for
+from pcmkimg.adapters.runner import subprocess_backend as subprocess_backend
+from pcmkimg.adapters.runner import tool_error as tool_error
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.errors import CibStructureError
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TIMEOUT = 60.0  # seconds, for one tool call
-CALL_SLACK = 30.0  # extra seconds a tool gets beyond its own --timeout
-FIX_ROOT = "run it as root on a cluster node (or give a saved CIB with --cib-file)"
-
-# Pacemaker exit codes (crm_exit_t) that have a failure kind of their own.
-RC_DISCONNECT = 102
-RC_OLD = 103  # "Update was older than existing configuration"
-RC_NOSUCH = 105
-RC_QUORUM = 106
-RC_TIMEOUT = 124
-
-
-# --------------------------------------------------------------------------- runner
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What one run of a tool gave: its argv, exit code and output."""
-
-    argv: tuple[str, ...]
-    rc: int
-    stdout: str
-    stderr: str
-
-
-# A backend runs one argv: (argv, env, timeout, stdin) -> (rc, stdout, stderr). It raises
-# FileNotFoundError for a missing program and subprocess.TimeoutExpired on timeout.
-Backend = Callable[[Sequence[str], Mapping[str, str], float, Optional[str]], tuple[int, str, str]]
-
-
-def subprocess_backend(
-    argv: Sequence[str], env: Mapping[str, str], timeout: float, stdin: str | None
-) -> tuple[int, str, str]:
-    proc = subprocess.run(  # noqa: S603 - argv list, never a shell
-        list(argv),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=dict(env),
-        timeout=timeout,
-        check=False,
-        # Own session: a terminal's Ctrl-C reaches only us; we kill the child ourselves
-        # (subprocess.run does on any exception), then run our cleanup.
-        start_new_session=True,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-    )
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-@dataclass(frozen=True)
-class Runner:
-    """Runs Pacemaker tools. ``prefix`` goes before every argv (empty in production)."""
-
-    prefix: tuple[str, ...] = ()
-    cib_file: str | None = None
-    timeout: float = DEFAULT_TIMEOUT
-    backend: Backend = field(default=subprocess_backend, repr=False, compare=False)
-
-    @property
-    def offline(self) -> bool:
-        return self.cib_file is not None
-
-    def env(self) -> dict[str, str]:
-        """The tools' environment: ours without any ``CIB_*`` variable (a ``CIB_shadow``,
-        ``CIB_file`` or ``CIB_server`` would point the tools at another CIB than the live one
-        while podman's changes stay real), ``LC_ALL=C``, and ``CIB_file`` when offline."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(CIB_ENV_PREFIX)}
-        env["LC_ALL"] = "C"
-        if self.cib_file is not None:
-            env["CIB_file"] = self.cib_file
-        return env
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        check: bool = True,
-    ) -> ToolResult:
-        """Run ``argv``; with ``check``, a non-zero exit raises the error of its kind."""
-        full = (*self.prefix, *argv)
-        limit = self.timeout if timeout is None else timeout
-        started = time.monotonic()
-        try:
-            rc, out, err = self.backend(full, self.env(), limit, stdin)
-        except FileNotFoundError:
-            raise ToolMissingError(
-                f"{full[0]} is not installed (running {' '.join(argv)})",
-                "install pacemaker-cli-utils (and pacemaker) and check PATH",
-            ) from None
-        except subprocess.TimeoutExpired:
-            raise PacemakerTimeoutError(
-                f"{argv[0]} did not finish within {limit:g}s ({' '.join(argv)})",
-                f"check that the cluster is responsive ({cmd.quoted(cmd.cluster_state())}), "
-                "then retry",
-                argv=argv,
-                rc=-1,
-            ) from None
-        result = ToolResult(tuple(argv), rc, out, err)
-        if trace.enabled():
-            trace.note(f"{time.monotonic() - started:.3f}s rc={rc} {_shown(argv)}")
-        if check and rc != 0:
-            raise tool_error(result)
-        return result
-
-
-def _shown(argv: Sequence[str]) -> str:
-    """``argv`` for a trace line: an XML argument shortened to its first element."""
-    return " ".join(a if not a.startswith("<") else a.split(">", 1)[0][:60] + ">..." for a in argv)
-
-
-CIB_ENV_PREFIX = "CIB_"
-"""Pacemaker's tools read the CIB named by these variables (CIB_file, CIB_shadow,
-CIB_shadow_dir, CIB_server, CIB_port, CIB_user, CIB_passwd, CIB_encrypted): never passed on."""
-
-
-def cib_variables(environ: Mapping[str, str]) -> list[str]:
-    """The ``CIB_*`` variables set (non-empty) in ``environ``, sorted."""
-    return sorted(k for k, v in environ.items() if k.startswith(CIB_ENV_PREFIX) and v)
-
-
-def runner_for(
-    cib_file: str | None, *, read_only: bool, environ: Mapping[str, str] = os.environ
-) -> Runner:
-    """The runner of one command: live, or offline on a saved CIB.
-
-    The offline mode is for read-only commands: ``cib_file`` (``--cib-file``), else
-    ``CIB_file`` from the environment. Refused (:class:`CibEnvironmentError`, exit 2) for a
-    command that changes anything, and any other ``CIB_*`` variable (a shadow CIB, a remote
-    CIB connection) is refused for every command: the CIB changes would go there while the
-    image stores' changes are real.
-    """
-    others = [k for k in cib_variables(environ) if k != "CIB_file"]
-    if others:
-        names = ", ".join(others)  # names only: CIB_passwd's value stays unprinted
-        raise CibEnvironmentError(
-            f"{names} {'is' if len(others) == 1 else 'are'} set: pcmkimg reads and changes the "
-            "live cluster's CIB only (a shadow CIB or another CIB connection is refused: the "
-            "image stores' changes would be real)",
-            f"unset it ({cmd.shown(['unset', *others])}); "
-            "status and check read a saved CIB with --cib-file",
-        )
-    path = cib_file or environ.get("CIB_file") or None
-    if path is None:
-        return Runner()
-    origin = f"--cib-file {path}" if cib_file else f"CIB_file={path}"
-    if not read_only:
-        raise CibEnvironmentError(
-            f"{origin}: only status and check work on a saved CIB; this command changes the "
-            "cluster or the nodes' image stores",
-            "run it on a cluster node without --cib-file, with CIB_file unset",
-        )
-    if not os.path.isfile(path):
-        raise CibEnvironmentError(
-            f"{origin}: no such file", "give a CIB saved with: cibadmin --query > FILE"
-        )
-    return Runner(cib_file=os.path.abspath(path))
-
-
-def tool_error(result: ToolResult) -> ToolError:
-    """The error of the kind a failed tool run reports (exit code first, then stderr)."""
-    argv, rc = result.argv, result.rc
-    stderr = " ".join(result.stderr.split()) or " ".join(result.stdout.split())[:500]
-    what = f"{' '.join(argv)} failed (rc {rc}): {stderr or 'no message'}"
-    text = stderr.lower()
-    kind: type[ToolError] = ToolError
-    fix = f"see the tool's message; {cmd.quoted(cmd.cluster_state())} shows the cluster state"
-    if (
-        rc == RC_OLD
-        or "older than existing configuration" in text
-        or "application of update diff failed" in text
-    ):
-        kind, fix = CibChangedError, "the CIB changed meanwhile: read it again and retry"
-    elif rc == RC_QUORUM or "quorum" in text:
-        kind, fix = NoQuorumError, "restore quorum (bring nodes back online), then retry"
-    elif rc == RC_TIMEOUT or "timed out" in text:
-        kind, fix = (
-            PacemakerTimeoutError,
-            f"the cluster did not settle: check {cmd.quoted(cmd.cluster_state())}",
-        )
-    elif rc == RC_DISCONNECT or "could not connect" in text or "not connected" in text:
-        kind, fix = ClusterUnreachableError, "start the cluster on this node, or " + FIX_ROOT
-    elif rc == RC_NOSUCH or "not found" in text or "does not exist" in text:
-        kind, fix = (
-            NotFoundError,
-            f"check the name ({cmd.quoted(cmd.cluster_state())} lists resources and nodes)",
-        )
-    return kind(what, fix, argv=argv, rc=rc, stderr=result.stderr)
 
 
 def _need_live(runner: Runner, what: str) -> None:
@@ -760,63 +593,42 @@ def _restart(
 # --------------------------------------------------------------------------- snapshot
 
 
-def _version(runner: Runner) -> cib.Element:
-    """The ``<cib>`` element alone, with its version attributes (``--no-children``)."""
-    root = cib.parse_xml(runner.run(["cibadmin", "--query", "--no-children"]).stdout)
+def _cib_root(text: str) -> cib.Element:
+    """The ``<cib>`` element of ``cibadmin --query --no-children``, with its version."""
+    root = cib.parse_xml(text)
     if root.tag != "cib":
         raise CibStructureError(f"XML is not a CIB: root <{root.tag}>", FIX_ROOT)
     return root
 
 
-def _both(first: Callable[[], cib.Element], second: Callable[[], cib.Element]) -> tuple:  # type: ignore[type-arg]
-    """``first()`` in a thread while ``second()`` runs here; its error is raised here."""
-    import threading
-
-    out: list[object] = []
-
-    def run() -> None:
-        try:
-            out.append(first())
-        except BaseException as exc:  # handed to the caller below
-            out.append(exc)
-
-    thread = threading.Thread(target=run, name="pcmkimg-cib-read", daemon=True)
-    thread.start()
-    try:
-        other = second()
-    finally:
-        thread.join()
-    if isinstance(out[0], BaseException):
-        raise out[0]
-    return out[0], other
-
-
-def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.Element]:
+def query_config(
+    runner: Runner, attempts: int = 5, first: RawSnapshot | None = None
+) -> tuple[cib.Element, cib.Element]:
     """The configuration section alone (``--scope configuration``: a few hundred kB where the
     whole CIB with its status history can be 50 MB) under its ``<cib>`` element and version,
     and ``crm_mon --output-as=xml``, from one snapshot: the configuration's version is the
     same before and after crm_mon reads the state (else it is read again).
 
     Offline, the saved CIB is one file that nothing changes: one ``cibadmin --query`` (every
-    call would parse the whole file again), its status section dropped."""
-    if runner.offline:
-        whole = query_cib(runner)
-        ticket = _lease_ticket_in(whole)
-        for status in whole.findall("status"):
-            whole.remove(status)
-        _add_lease_ticket(whole, ticket)
-        return whole, status_xml(runner)
+    call would parse the whole file again), its status section dropped. Both keep the update
+    lease's ticket state (the one part of the status section that ``status``, ``check`` and
+    ``metrics`` show) under ``<cib><status><tickets>``. ``first``: the tools' answers of a read
+    already made (:func:`read_early`), judged as the first attempt."""
     for attempt in range(1, attempts + 1):
-        head = _version(runner)
-        # The configuration and crm_mon at once: both lie between the two version reads.
-        section, mon = _both(
-            lambda: cib.parse_xml(
-                runner.run(["cibadmin", "--query", "--scope", "configuration"]).stdout
-            ),
-            lambda: status_xml(runner),
-        )
-        ticket = _lease_ticket(runner)
-        if cib.cib_version(_version(runner))[:2] == cib.cib_version(head)[:2]:
+        raw = first if attempt == 1 and first is not None else read_snapshot(runner)
+        if runner.offline:
+            whole = cib.parse_cib(raw.config)
+            ticket = _lease_ticket_in(whole)
+            for status in whole.findall("status"):
+                whole.remove(status)
+            _add_lease_ticket(whole, ticket)
+            return whole, cib.parse_crm_mon(raw.mon)
+        assert raw.head is not None and raw.tail is not None and raw.ticket is not None
+        head = _cib_root(raw.head)
+        section = cib.parse_xml(raw.config)
+        mon = cib.parse_crm_mon(raw.mon)
+        ticket = _lease_ticket(raw.ticket)
+        if cib.cib_version(_cib_root(raw.tail))[:2] == cib.cib_version(head)[:2]:
             break
         if attempt == attempts:
             raise CibChangedError(
@@ -835,10 +647,12 @@ def query_config(runner: Runner, attempts: int = 5) -> tuple[cib.Element, cib.El
 
 
 def _lease_ticket_in(whole: cib.Element) -> cib.Element | None:
-    from pcmkimg.core.lease import TICKET  # not imported by the agent, which never asks
-
     return next(
-        (el for el in whole.iterfind("status/tickets/ticket_state") if el.get("id") == TICKET),
+        (
+            el
+            for el in whole.iterfind("status/tickets/ticket_state")
+            if el.get("id") == LEASE_TICKET
+        ),
         None,
     )
 
@@ -850,26 +664,20 @@ def _add_lease_ticket(head: cib.Element, ticket: cib.Element | None) -> None:
         etree.SubElement(etree.SubElement(head, "status"), "tickets").append(ticket)
 
 
-def _lease_ticket(runner: Runner) -> cib.Element | None:
-    """The update lease's ticket state alone (the status section can be 50 MB); None when
-    there is none (``cibadmin`` exits 105, ENXIO)."""
-    from pcmkimg.core.lease import TICKET  # not imported by the agent, which never asks
-
-    out = runner.run(
-        ["cibadmin", "--query", "--xpath", f"/cib/status/tickets/ticket_state[@id='{TICKET}']"],
-        check=False,
-    )
-    if out.rc == RC_NOSUCH:
+def _lease_ticket(answer: ToolResult) -> cib.Element | None:
+    """The update lease's ticket state from ``cibadmin``'s answer to
+    :data:`~pcmkimg.adapters.runner.TICKET_ARGV`; None when there is none (exit 105, ENXIO)."""
+    if answer.rc == RC_NOSUCH:
         return None
-    if out.rc != 0:
-        raise tool_error(out)
-    el = cib.parse_xml(out.stdout, what="cibadmin --query --xpath")
+    if answer.rc != 0:
+        raise tool_error(answer)
+    el = cib.parse_xml(answer.stdout, what="cibadmin --query --xpath")
     return el if el.tag == "ticket_state" else el.find(".//ticket_state")
 
 
-def read_cluster(runner: Runner) -> plan.Cluster:
+def read_cluster(runner: Runner, first: RawSnapshot | None = None) -> plan.Cluster:
     """The configuration and the state, from one snapshot (see :func:`query_config`)."""
-    config, mon = query_config(runner)
+    config, mon = query_config(runner, first=first)
     return plan.Cluster(config, mon, cib.cluster_status(mon))
 
 
@@ -885,13 +693,16 @@ class Pacemaker:
     the same methods from a scripted CIB and crm_mon."""
 
     runner: Runner = field(default_factory=Runner)
+    early: Early[RawSnapshot] | None = field(default=None, compare=False, repr=False)
+    """A snapshot read started before the command's first read (``status``, ``check``): that
+    first read takes it; every later read is a fresh one."""
 
     @property
     def offline(self) -> bool:
         return self.runner.offline
 
     def read_cluster(self) -> plan.Cluster:
-        return read_cluster(self.runner)
+        return read_cluster(self.runner, None if self.early is None else self.early.take())
 
     def query_cib(self) -> cib.Element:
         return query_cib(self.runner)

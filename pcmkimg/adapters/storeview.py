@@ -9,19 +9,22 @@ cap), through our own ssh tunnel for an ``ssh://`` node, so that status never im
 podman-py (about 130 ms of a ``pcmkimg status`` that should take a fraction of ``pcs
 status``). A short floating name (no registry part) is resolved with one inspect, which applies
 podman's own lookup. The views run in parallel through the stores' one
-:func:`~pcmkimg.adapters.podman.each`.
+:func:`~pcmkimg.adapters.podman.each`. The nodes behind a local socket start reading their two
+lists as soon as the configuration is read (:func:`read_early`), while status reads the cluster.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pcmkimg.adapters.config import Config
+from pcmkimg.adapters.early import Early
 from pcmkimg.adapters.localstore import api_request, inspect_over_socket
 from pcmkimg.adapters.podman import each
 from pcmkimg.core.errors import NodeUnreachable, SocketDown, StoreError
@@ -40,6 +43,9 @@ if TYPE_CHECKING:
 
 TIMEOUT = 30.0
 """Seconds for one whole answer of a node's API service."""
+IMAGES = "/images/json"
+RUNNING = "/containers/json?all=false"
+"""The two lists status reads of each node's store (:meth:`StoreView.read_early`)."""
 
 
 @dataclass
@@ -51,8 +57,21 @@ class StoreView:
     socket: str
     tunnel: Tunnel | None = None
     timeout: float = TIMEOUT
+    _early: dict[str, Early[Any]] = field(default_factory=dict, repr=False)
+
+    def read_early(self) -> None:
+        """Start reading the named images and the running containers now, each in a thread:
+        the first to ask for either gets that answer (or its error); later asks read afresh."""
+        for target in (IMAGES, RUNNING):
+            work = functools.partial(self._read, target)
+            self._early[target] = Early(work, f"pcmkimg-{self.node}-early")
 
     def _get(self, target: str) -> Any:
+        early = self._early.pop(target, None)
+        answer = None if early is None else early.take()
+        return self._read(target) if answer is None else answer
+
+    def _read(self, target: str) -> Any:
         try:
             code, status_line, body = api_request(
                 self.socket, "GET", target, node=self.node, ref=target, timeout=self.timeout
@@ -76,12 +95,12 @@ class StoreView:
 
     def named_images(self) -> tuple[ImageInfo, ...]:
         """Every image that has a name, with its names, in one call."""
-        rows = self._get("/images/json") or []
+        rows = self._get(IMAGES) or []
         found = (image_info({**row, "NamesHistory": row.get("History")}) for row in rows)
         return tuple(image for image in found if image.names)
 
     def containers(self, *, running_only: bool = False) -> tuple[Container, ...]:
-        rows = self._get(f"/containers/json?all={'false' if running_only else 'true'}") or []
+        rows = self._get(RUNNING if running_only else "/containers/json?all=true") or []
         return containers_from(rows)
 
     def resolve(self, floating: str) -> Resolution:
@@ -146,9 +165,29 @@ class StoreViews:
         self.opened.clear()
 
 
+def read_early(config: Config) -> dict[str, StoreView]:
+    """The views of the configured nodes behind a local socket (``unix://``), each reading its
+    two lists from now on (:meth:`StoreView.read_early`), for status and check to find when
+    they know the nodes: the answers of a node they do not ask are left unread. A node behind
+    ssh is not read early: its tunnel (a process, a connection) opens only for a node asked."""
+    found = {}
+    for node, url in config.nodes.items():
+        if url.startswith("unix://"):
+            view = open_view(node, url, config)
+            view.read_early()
+            found[node] = view
+    return found
+
+
 @contextmanager
-def open_views(config: Config, local_node: Callable[[], str | None]) -> Iterator[StoreViews]:
-    views = StoreViews(config, _once(local_node))
+def open_views(
+    config: Config,
+    local_node: Callable[[], str | None],
+    early: Mapping[str, StoreView] | None = None,
+) -> Iterator[StoreViews]:
+    """The nodes' views, opened on first use (``early``: views already reading, from
+    :func:`read_early`), closed together."""
+    views = StoreViews(config, _once(local_node), opened=dict(early or {}))
     try:
         yield views
     finally:

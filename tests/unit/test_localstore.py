@@ -155,6 +155,44 @@ def test_status_views_read_through_the_same_client(serve) -> None:
         large.containers()
 
 
+def test_status_reads_the_local_sockets_early_and_each_answer_once(serve, tmp_path: Path) -> None:
+    """status and check start reading the stores behind local sockets with the configuration
+    (storeview.read_early): the first ask of each list takes that answer, a later ask reads
+    afresh; a node behind ssh is not read early; a socket that is down is the same SocketDown
+    as a late read's."""
+    from pcmkimg.adapters import storeview
+    from pcmkimg.adapters.config import Config
+    from pcmkimg.core.errors import SocketDown
+
+    served: list[int] = []
+
+    def listing(conn: socket.socket, stop: threading.Event) -> None:
+        served.append(1)
+        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n[]")
+
+    nodes = {
+        "n1": f"unix://{serve(listing)}",
+        "n2": "ssh://root@n2.example.com/run/podman/podman.sock",
+        "n3": f"unix://{tmp_path}/nobody.sock",
+    }
+    early = storeview.read_early(Config(nodes=nodes))
+    assert sorted(early) == ["n1", "n3"]
+    deadline = time.monotonic() + 5
+    while len(served) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(served) == 2  # both lists, before anyone asked
+    with storeview.open_views(Config(nodes=nodes), lambda: None, early) as views:
+        view = views.get("n1")
+        assert view is early["n1"]
+        assert view.named_images() == () and view.containers(running_only=True) == ()
+        assert len(served) == 2
+        view.named_images()
+        assert len(served) == 3
+        with pytest.raises(SocketDown) as down:
+            views.get("n3").named_images()
+        assert down.value.node == "n3"
+
+
 def test_the_client_refuses_past_its_cap_and_its_deadline_with_its_own_kinds(serve) -> None:
     from pcmkimg.adapters import apisocket
 

@@ -1,13 +1,16 @@
-"""The tools' environment (no CIB_* variable reaches them), the offline mode's rules, and the
-snapshot read (the configuration alone, crm_mon, one version)."""
+"""The tools' environment (no CIB_* variable reaches them), the offline mode's rules, the
+snapshot read (the configuration alone, crm_mon, one version), and the early read of status."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
+from pcmkimg import cli
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters.errors import CibEnvironmentError
 from pcmkimg.core import cib, lease
@@ -157,3 +160,72 @@ def test_offline_the_saved_cib_is_read_once_and_its_status_dropped() -> None:
     cluster = pm.read_cluster(pm.Runner(cib_file="/tmp/saved.xml", backend=Recorded(answers)))  # type: ignore[arg-type]
     assert lease.read(cluster.config) == HELD  # the lease's ticket state, alone of the status
     assert cluster.config.find("status/node_state") is None
+
+
+# ------------------------------------------------------------------------ the early read
+
+
+def test_an_early_read_is_the_ports_first_read_and_only_its_first() -> None:
+    """``status`` starts its snapshot read before it imports the model (pcmkimg.cli): the
+    port's first read_cluster judges those answers and runs no tool of its own; a later read
+    is a fresh one."""
+    r = _snapshot_runner([24, 24])
+    port = pm.Pacemaker(r, early=pm.read_early(r))
+    first = port.read_cluster()
+    assert len(r.backend.argvs()) == 5  # type: ignore[attr-defined]  # the lease's ticket too
+    assert cib.cib_version(first.config) == cib.CibVersion(0, 24, 7)
+    assert first.status.dc == "controller-0"
+    port.read_cluster()
+    assert len(r.backend.argvs()) == 10  # type: ignore[attr-defined]
+
+
+def test_an_early_read_that_saw_the_configuration_change_is_read_again() -> None:
+    r = _snapshot_runner([24, 25, 25, 25])
+    cluster = pm.Pacemaker(r, early=pm.read_early(r)).read_cluster()
+    assert cib.cib_version(cluster.config).epoch == 25
+    assert r.backend.argvs().count(("crm_mon", "-1", "--output-as=xml")) == 2  # type: ignore[attr-defined]
+
+
+def test_an_early_reads_failure_is_the_reads_failure() -> None:
+    stderr = "Could not connect to the CIB: Transport endpoint is not connected"
+    r = pm.Runner(backend=Recorded({("cibadmin",): [(102, "", stderr)]}))  # type: ignore[arg-type]
+    port = pm.Pacemaker(r, early=pm.read_early(r))
+    with pytest.raises(pm.ClusterUnreachableError, match="Transport endpoint"):
+        port.read_cluster()
+    assert r.backend.argvs() == [("cibadmin", "--query", "--no-children")]  # type: ignore[attr-defined]
+
+
+def test_the_cli_starts_its_read_before_it_imports_the_model() -> None:
+    """What ``pcmkimg`` imports before ``status`` starts its read (the CLI, the runner) holds
+    neither lxml nor the CIB model nor the configuration's reader: those load while the tools
+    run (docs/benchmarks.md, budget 5)."""
+    code = (
+        "import sys, pcmkimg.cli, pcmkimg.adapters.runner\n"
+        "heavy = ('lxml', 'pcmkimg.core.cib', 'pcmkimg.core.lease', 'pcmkimg.core.plan',\n"
+        "         'pcmkimg.adapters.pacemaker', 'pcmkimg.adapters.config', 'pcmkimg.workflows')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_only_a_live_context_reads_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner that can't be made (a CIB_shadow) starts nothing and raises where it did (when
+    the context is made); the tests' fake contexts never start a read of their own."""
+    monkeypatch.setenv("CIB_shadow", "experiment")
+    env = cli.Env(False, None, "/var/lib/pcmkimg", command="status")
+    env.read_early()
+    assert env.early is None
+    with pytest.raises(CibEnvironmentError):
+        env.runner  # noqa: B018
+    monkeypatch.delenv("CIB_shadow")
+    faked = cli.Env(False, None, "/var/lib/pcmkimg", command="status", contexts=lambda e, p: None)  # type: ignore[arg-type,return-value]
+    faked.read_early()
+    assert faked.early is None
+
+
+def test_the_runners_lease_ticket_is_the_leases() -> None:
+    """The runner names the lease's ticket state without loading the lease module."""
+    from pcmkimg.adapters import runner
+
+    assert runner.LEASE_TICKET == lease.TICKET
