@@ -516,6 +516,7 @@ class Full:
 
 STAGING = "/run/fw-tmp"  # a tmpfs of this size, the node's podman API service's TMPDIR
 FILL = f"{STORE}/fw-fill"  # a file that fills the node's image store (a tmpfs of the sandbox)
+WHERE = {"staging": "its pull staging directory", "store": "its image store"}  # as the fix says
 PAD = 2_000_000  # the new image: one layer, busybox (2 MB) and this many random bytes
 FULL = [
     Full("staging: no room for a blob", "staging", 64 * 1024),
@@ -590,8 +591,10 @@ def test_a_node_whose_disk_is_full_fails_the_pull_there(world) -> None:  # type:
             error = next((x for x in out.stderr.splitlines() if "pcmkimg: error" in x), "")
             if f"{node}: " not in error or "no space left on device" not in error:
                 problems.append(f"the error does not name {node} and the full disk")
-            if "free disk space on the node" not in error.split("fix:")[-1]:
-                problems.append("the fix does not say to free disk space")
+            fix = error.split("fix:")[-1]
+            named = [w for w in WHERE.values() if w in fix]
+            if "free disk space on the node" not in fix or named != [WHERE[full.where]]:
+                problems.append(f"the fix does not say to free disk space in {WHERE[full.where]}")
             problems += nothing_moved(cl, r, on, before, stores, want)
             if want in image_ids(cl, node):
                 problems.append(f"{node} has the image its pull failed for")
