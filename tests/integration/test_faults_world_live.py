@@ -579,6 +579,7 @@ def test_a_node_whose_disk_is_full_fails_the_pull_there(world) -> None:  # type:
         for n in cl.names:  # the other nodes' pulls of an earlier moment completed
             if want in image_ids(cl, n):
                 cl.podman(n, "rmi", want)
+        t0 = time.monotonic()
         with full_disk(cl, node, full):
             before = Names.read(cl)
             stores = {n: image_ids(cl, n) for n in cl.names}
@@ -612,7 +613,8 @@ def test_a_node_whose_disk_is_full_fails_the_pull_there(world) -> None:  # type:
             if failed != [node]:
                 problems.append(f"the journal's failed pulls: {failed}")
         label = f"full disk #{i + 1} {full.name} on {node}"
-        tell(failures, label, problems, f"exit {out.returncode}\n  {error[:400]}", out.stderr)
+        detail = f"exit {out.returncode}, {time.monotonic() - t0:.1f}s\n  {error[:400]}"
+        tell(failures, label, problems, detail, out.stderr)
     wrong, took = rerun(cl, r, on, cl.conf, args, want)
     tell(failures, "space back: the re-run", wrong, f"{took:.1f}s", "")
     assert not failures, "\n".join(failures)

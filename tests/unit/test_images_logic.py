@@ -155,9 +155,9 @@ def test_a_refusal_before_the_stream_is_the_typed_pull_error(
     assert all(kw.get("compatMode") is False for _, kw in pulls.calls)
 
 
-# A full disk as podman 4.3 reports it in the pull stream (issue 22 item 6, seen live on the
-# sandbox): the staging directory (TMPDIR), then the image store with no room for the layer's
-# metadata, then with room for half of the layer.
+# A full disk as podman reports it in the pull stream (issue 22 item 6, seen live on the
+# sandbox). podman 4.3: the staging directory (TMPDIR), then the image store with no room for the
+# layer's metadata, then with room for half of the layer.
 FULL_DISK = [
     (
         'writing blob: storing blob to file "/run/fw-tmp/storage253116673/1": write '
@@ -172,6 +172,17 @@ FULL_DISK = [
     (
         'writing blob: adding layer with blob "sha256:8b38": processing tar file(write /pad: no '
         "space left on device): exit status 1",
+        "its image store (/var/lib/containers",
+    ),
+    # podman 5.4: the staging directory, then the image store with room for half of the layer
+    (
+        'writing blob: storing blob to file "/run/fw-tmp/container_images_storage1915792475/1": '
+        "write /run/fw-tmp/container_images_storage1915792475/1: no space left on device",
+        "its pull staging directory",
+    ),
+    (
+        'writing blob: adding layer with blob "sha256:9813"/""/"sha256:3b6a": unpacking failed '
+        "(error: exit status 1; output: write /pad: no space left on device)",
         "its image store (/var/lib/containers",
     ),
     ("write /somewhere: no space left on device", "its image store (/var/lib/containers"),
