@@ -64,7 +64,7 @@ from pcmkimg.core.images import (
 )
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
 from pcmkimg.core.prune import repository_of
-from pcmkimg.core.pulls import PULL_FIXES, backoff_delays, classify_pull_error
+from pcmkimg.core.pulls import PULL_FIXES, backoff_delays, classify_pull_error, pull_fix
 from pcmkimg.core.reference import (
     Reference,
     parse,
@@ -417,7 +417,8 @@ class Store(StorePort):
 
     def _pull_error(self, message: str, source: Reference, status: int | None = None) -> ImageError:
         kind = classify_pull_error(message, status)
-        return kind(f"pull failed: {message.strip()}", PULL_FIXES[kind], node=self.node, ref=source)
+        fix = pull_fix(kind, message)
+        return kind(f"pull failed: {message.strip()}", fix, node=self.node, ref=source)
 
     # -- removing ------------------------------------------------------------------------------
 

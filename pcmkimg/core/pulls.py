@@ -76,6 +76,12 @@ _TLS_FIX = (
     "or, for a plain-HTTP registry, write 'HOST:PORT = tls_verify=false' in the [registries] "
     "section of pcmkimg.conf"
 )
+_IMAGE_STORE = "its image store (/var/lib/containers: pcmkimg prune removes a service's old images)"
+_STAGING = "its pull staging directory (/var/tmp, or the podman service's TMPDIR)"
+# Where podman ran out of space, by its words: a blob written to the staging directory before it
+# is stored, or the layer unpacked into the image store (and the store's own indexes).
+_STAGING_WORDS = ("storing blob to file",)
+_IMAGE_STORE_WORDS = ("adding layer", "processing tar file", "applying layer", "/storage/")
 PULL_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
     {
         RegistryUnreachable: "check that the registry runs and that the node can reach it, "
@@ -86,9 +92,8 @@ PULL_FIXES: Mapping[type[ImageError], str] = MappingProxyType(
         ImageNotFound: "check the repository and tag in the registry "
         f"({cmd.shown(cmd.skopeo_list_tags())})",
         InvalidName: "give a valid reference such as registry.example.com:8787/ns/image:tag",
-        StoreFull: "free disk space on the node, in its image store (/var/lib/containers: "
-        "pcmkimg prune removes a service's old images) or its pull staging directory "
-        "(/var/tmp, or the podman service's TMPDIR), then run the command again",
+        StoreFull: f"free disk space on the node, in {_IMAGE_STORE} or {_STAGING}, "
+        "then run the command again",
         PullFailed: f"read the podman message above; run {cmd.quoted(cmd.podman_pull())} on the "
         "node to see more",
     }
@@ -108,6 +113,19 @@ def classify_pull_error(text: str, status: int | None = None) -> type[ImageError
     if kind is PullFailed and status is not None:
         return _STATUS_KINDS.get(status, kind)
     return kind
+
+
+def pull_fix(kind: type[ImageError], text: str) -> str:
+    """The fix of a pull failure of ``kind`` with podman's message ``text``: for a full disk,
+    the one that is full (the image store or the staging directory) when podman's words say
+    which."""
+    if kind is StoreFull:
+        low = text.lower()
+        if any(w in low for w in _STAGING_WORDS):
+            return f"free disk space on the node, in {_STAGING}, then run the command again"
+        if any(w in low for w in _IMAGE_STORE_WORDS):
+            return f"free disk space on the node, in {_IMAGE_STORE}, then run the command again"
+    return PULL_FIXES[kind]
 
 
 def _classify_text(text: str) -> type[ImageError]:

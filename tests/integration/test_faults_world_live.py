@@ -10,7 +10,8 @@ same command again once the fault is gone and checks that it converged:
   node's 127.0.0.1, killed at a seeded byte count; started again for the re-run);
 - another operator edits the CIB during the update (``pcs resource update`` of another
   resource, a location constraint, a permanent attribute of another node);
-- a node's pull staging filesystem is full (a small tmpfs as the node's podman ``TMPDIR``).
+- a node's disk is full: its pull staging directory (a small tmpfs as the node's podman
+  ``TMPDIR``) or its image store (the sandbox node's own tmpfs, filled but a chosen room).
 
 ``PCMKIMG_FAULT_SEED`` sets the seed (printed), ``PCMKIMG_FAULT_MOMENTS=N`` the number of moments
 tried per fault (default 2 in CI; every listed moment, and seeded repeats of them, beyond).
@@ -19,6 +20,7 @@ The bundle and the helpers are those of ``test_fault_injection_live`` (imported,
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -53,7 +55,7 @@ from tests.integration.test_fault_injection_live import (  # noqa: F401 - fixtur
 )
 from tests.integration.test_fault_injection_live import stack as fi_stack  # noqa: F401
 from tests.sandbox import registry as sandbox_registry
-from tests.sandbox.cluster import Cluster, node_env, wait_idle
+from tests.sandbox.cluster import STORE, Cluster, node_env, wait_idle
 from tests.sandbox.fixtures import Sandbox
 from tests.sandbox.lifecycle import ours
 from tests.sandbox.proc import free_port, run, spawn, unix_open, wait_for
@@ -502,42 +504,87 @@ def test_the_registry_dies_in_the_middle_of_the_pulls(world, relay: Relay) -> No
     assert not failures, "\n".join(failures)
 
 
-# --------------------------------------------------------------------------- item 6: a full store
+# --------------------------------------------------------------------------- item 6: a full disk
 
 
 @dataclass(frozen=True)
 class Full:
     name: str
-    size: str  # the node's pull staging filesystem (tmpfs size=)
+    where: str  # "staging": the node's pull staging directory; "store": its image store
+    room: int  # bytes left free there (whole pages of a tmpfs)
 
 
-STAGING = "/run/fw-tmp"
+STAGING = "/run/fw-tmp"  # a tmpfs of this size, the node's podman API service's TMPDIR
+FILL = f"{STORE}/fw-fill"  # a file that fills the node's image store (a tmpfs of the sandbox)
+WHERE = {"staging": "its pull staging directory", "store": "its image store"}  # as the fix says
+PAD = 2_000_000  # the new image: one layer, busybox (2 MB) and this many random bytes
+FULL = [
+    Full("staging: no room for a blob", "staging", 64 * 1024),
+    Full("staging: room for half the blob", "staging", 1000 * 1024),
+    Full("store: no room for the layer", "store", 0),
+    Full("store: room for half the layer", "store", 2048 * 1024),
+]
 
 
-def test_a_node_whose_pull_staging_is_full_fails_the_pull_there(world) -> None:  # type: ignore[no-untyped-def]
-    """Each moment: one node's pull staging filesystem full during the update, checked; then,
-    the space back, one re-run of the same command converges."""
+def store_entries(cl: Cluster, node: str) -> set[str]:
+    """The layers, images and staged layers in the node's image store (podman's overlay
+    driver), without its lock files and indexes: a partial layer or image shows here."""
+    dirs = [f"{STORE}/storage/{d}" for d in ("overlay", "overlay/l", "overlay-layers")]
+    dirs += [f"{STORE}/storage/{d}" for d in ("overlay-images", "tmp")]
+    found = cl.run(node, ["find", *dirs, "-mindepth", "1", "-maxdepth", "1"], check=False)
+    return {p for p in found.stdout.split() if not p.endswith((".lock", ".json"))}
+
+
+def free_bytes(cl: Cluster, node: str, path: str) -> int:
+    avail, size = cl.run(node, ["stat", "-f", "-c", "%a %S", path]).stdout.split()
+    return int(avail) * int(size)
+
+
+@contextlib.contextmanager
+def full_disk(cl: Cluster, node: str, full: Full) -> Iterator[None]:
+    """The node's staging directory or image store with ``full.room`` bytes free; the space
+    back afterwards."""
+    if full.where == "staging":
+        cl.run(node, ["mkdir", "-p", STAGING])
+        cl.run(node, ["mount", "-t", "tmpfs", "-o", f"size={full.room}", "tmpfs", STAGING])
+        try:
+            kill_service(cl, node)
+            start_service(cl, node, TMPDIR=STAGING)
+            yield
+        finally:
+            kill_service(cl, node)
+            start_service(cl, node)
+            cl.run(node, ["umount", STAGING], check=False)
+        return
+    try:
+        cl.run(node, ["fallocate", "-l", str(free_bytes(cl, node, STORE) - full.room), FILL])
+        assert free_bytes(cl, node, STORE) == full.room
+        yield
+    finally:
+        cl.run(node, ["rm", "-f", FILL])
+
+
+def test_a_node_whose_disk_is_full_fails_the_pull_there(world) -> None:  # type: ignore[no-untyped-def]
+    """Each moment: one node's pull staging directory or image store full during the update,
+    checked; then, the space back, one re-run of the same command converges."""
     sb, cl, r = world
-    pad = 2_000_000
-    variants = [Full("no room for a blob", "64k"), Full("room for half the blob", "1000k")]
     rng = random.Random(SEED + 6)
-    target, want = fresh_image(sb, sb.registry, f"{SEED}-full-{rng.randrange(10**6)}", pad, rng)
+    target, want = fresh_image(sb, sb.registry, f"{SEED}-full-{rng.randrange(10**6)}", PAD, rng)
     args = ("update", SERVICE, "--image", target, "--all")
     failures: list[str] = []
     on = cl.names[0]
-    for i, full in pick("full store", variants):  # type: ignore[arg-type]
+    for i, full in pick("full disk", FULL):  # type: ignore[arg-type]
         node = cl.names[rng.randrange(3)]
         on = cl.names[(i + 1) % 3]
         for n in cl.names:  # the other nodes' pulls of an earlier moment completed
             if want in image_ids(cl, n):
                 cl.podman(n, "rmi", want)
-        cl.run(node, ["mkdir", "-p", STAGING])
-        cl.run(node, ["mount", "-t", "tmpfs", "-o", f"size={full.size}", "tmpfs", STAGING])
-        try:
-            kill_service(cl, node)
-            start_service(cl, node, TMPDIR=STAGING)
+        t0 = time.monotonic()
+        with full_disk(cl, node, full):
             before = Names.read(cl)
             stores = {n: image_ids(cl, n) for n in cl.names}
+            entries = store_entries(cl, node)
+            running = running_images(cl)
             out = finish(spawn_run(cl, on, cl.conf, *args))
             problems = []
             if out.returncode != 5 or "nothing was retagged or restarted" not in out.stderr:
@@ -545,24 +592,29 @@ def test_a_node_whose_pull_staging_is_full_fails_the_pull_there(world) -> None: 
             error = next((x for x in out.stderr.splitlines() if "pcmkimg: error" in x), "")
             if f"{node}: " not in error or "no space left on device" not in error:
                 problems.append(f"the error does not name {node} and the full disk")
-            if "free disk space on the node" not in error.split("fix:")[-1]:
-                problems.append("the fix does not say to free disk space")
+            fix = error.split("fix:")[-1]
+            named = [w for w in WHERE.values() if w in fix]
+            if "free disk space on the node" not in fix or named != [WHERE[full.where]]:
+                problems.append(f"the fix does not say to free disk space in {WHERE[full.where]}")
             problems += nothing_moved(cl, r, on, before, stores, want)
             if want in image_ids(cl, node):
                 problems.append(f"{node} has the image its pull failed for")
-            staged = cl.run(node, ["ls", "-A", STAGING]).stdout.split()
-            if staged:
-                problems.append(f"{node}: partial blobs left in {STAGING}: {staged}")
+            left = store_entries(cl, node) - entries
+            if left:
+                problems.append(f"{node}: a partial layer or image left in its store: {left}")
+            if full.where == "staging":
+                staged = cl.run(node, ["ls", "-A", STAGING]).stdout.split()
+                if staged:
+                    problems.append(f"{node}: partial blobs left in {STAGING}: {staged}")
+            if running_images(cl) != running:
+                problems.append(f"the replicas moved: {running} -> {running_images(cl)}")
             told = last_run(cl, on)
             failed = [e.get("node") for e in told if e.get("event") == "pull" and not e.get("ok")]
             if failed != [node]:
                 problems.append(f"the journal's failed pulls: {failed}")
-        finally:
-            kill_service(cl, node)
-            start_service(cl, node)
-            cl.run(node, ["umount", STAGING], check=False)
-        label = f"full store #{i + 1} {full.name} on {node}"
-        tell(failures, label, problems, f"exit {out.returncode}\n  {error[:400]}", out.stderr)
+        label = f"full disk #{i + 1} {full.name} on {node}"
+        detail = f"exit {out.returncode}, {time.monotonic() - t0:.1f}s\n  {error[:400]}"
+        tell(failures, label, problems, detail, out.stderr)
     wrong, took = rerun(cl, r, on, cl.conf, args, want)
     tell(failures, "space back: the re-run", wrong, f"{took:.1f}s", "")
     assert not failures, "\n".join(failures)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from .podman_nodes import ApiSocket
+from .podman_nodes import ApiSocket, store_mount
 from .proc import SandboxError, run, spawn, unix_open, wait_for
 from .state import State
 
@@ -36,11 +36,13 @@ BINDS = {
     "var-lib-corosync": "/var/lib/corosync",
     "log-pacemaker": "/var/log/pacemaker",
     "log-corosync": "/var/log/corosync",
-    "var-lib-containers": "/var/lib/containers",
     "etc-containers": "/etc/containers",
     "var-lib-pcmkimg": "/var/lib/pcmkimg",
     "etc-pacemaker": "/etc/pacemaker",
 }
+STORE = "/var/lib/containers"
+"""A node's image store: a tmpfs of its own in the node's mount namespace (``store_mount``),
+gone with the namespace."""
 # Files bound over the host's in every node: node names resolve to the node addresses (a
 # bundle's remote connection to its replica's pacemaker-remoted goes to the node's name).
 FILE_BINDS = {"hosts": "/etc/hosts"}
@@ -508,6 +510,7 @@ def start_holder(state: State, ns: str, name: str, node_dir: Path) -> int:
         "dir": str(node_dir),
         "binds": BINDS,
         "files": FILE_BINDS,
+        "mounts": [store_mount(Path(STORE))],
         "agents": {"pcmkimg": str(REPO / "agents")},
         "site": system_site(),
         # The checkout only, as the RPM puts ocf/ and pcmkimg/ on the path: the agent needs the

@@ -2,7 +2,8 @@
 
 It gives the node its own hostname, /run, /dev/shm, cgroup mounts (``ip netns
 exec`` remounts /sys, which hides the host's), its own pacemaker, corosync
-and podman directories, and our OCF agents. Then it sleeps until it is told
+and podman directories, its image store on a filesystem of its own, and our
+OCF agents. Then it sleeps until it is told
 to stop. The mount namespace lives as long as this process and the daemons
 started in it, so every mount goes away with them.
 """
@@ -47,6 +48,9 @@ def setup(cfg: dict[str, object]) -> None:
     for src, dst in dict(cfg["binds"]).items():  # type: ignore[call-overload]
         Path(dst).mkdir(parents=True, exist_ok=True)
         mount("--bind", str(node_dir / src), dst)
+    for argv in list(cfg.get("mounts", [])):  # type: ignore[call-overload]
+        Path(argv[-1]).mkdir(parents=True, exist_ok=True)
+        sh(*argv)
     for src, dst in dict(cfg.get("files", {})).items():  # type: ignore[call-overload]
         mount("--bind", "-o", "ro", str(node_dir / src), dst)
     # Our agents beside the stock ones: keep the originals reachable, then

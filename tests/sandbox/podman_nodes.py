@@ -9,6 +9,18 @@ from .proc import run, spawn, unix_open, wait_for
 from .registry import podman_env
 from .state import State
 
+STORE_OPTIONS = "size=1g,mode=700"
+"""Every sandbox node's image store (its podman graphroot: ``/var/lib/containers`` on a cluster
+node, ``storage`` in a podman-only node's directory) is a tmpfs of its own with these options, so
+that a test can fill it (``tests/integration/test_faults_world_live.py``). Podman's overlay driver
+works on tmpfs (podman 4.3 and 5.4); the store costs RAM for what it holds only, and the
+sandbox's stores live as long as the sandbox, as they did on the machine's disk."""
+
+
+def store_mount(path: Path) -> list[str]:
+    """The command that gives a node's image store at ``path`` its own filesystem."""
+    return ["mount", "-t", "tmpfs", "-o", STORE_OPTIONS, "tmpfs", str(path)]
+
 
 class ApiSocket:
     """Where a node's podman API service listens: ``podman.sock`` in the node's ``dir``."""
@@ -51,6 +63,7 @@ def start(state: State, count: int) -> list[PodmanNode]:
         node = PodmanNode(f"node-{i}", state.dir / "pnodes" / f"node-{i}")
         for sub in ("storage", "run", "tmp"):
             (node.dir / sub).mkdir(parents=True, exist_ok=True)
+        run(store_mount(node.dir / "storage"))  # under the sandbox: ``down`` unmounts it
         proc = spawn(
             [*node.cli(), "system", "service", "--time=0", node.url],
             log=node.dir / "service.log",

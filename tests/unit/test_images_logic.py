@@ -155,6 +155,53 @@ def test_a_refusal_before_the_stream_is_the_typed_pull_error(
     assert all(kw.get("compatMode") is False for _, kw in pulls.calls)
 
 
+# A full disk as podman reports it in the pull stream (issue 22 item 6, seen live on the
+# sandbox). podman 4.3: the staging directory (TMPDIR), then the image store with no room for the
+# layer's metadata, then with room for half of the layer.
+FULL_DISK = [
+    (
+        'writing blob: storing blob to file "/run/fw-tmp/storage253116673/1": write '
+        "/run/fw-tmp/storage253116673/1: no space left on device",
+        "its pull staging directory",
+    ),
+    (
+        'writing blob: adding layer with blob "sha256:8b38": write /var/lib/containers/storage/'
+        "overlay-layers/.tmp-layers.json2192263604: no space left on device",
+        "its image store (/var/lib/containers",
+    ),
+    (
+        'writing blob: adding layer with blob "sha256:8b38": processing tar file(write /pad: no '
+        "space left on device): exit status 1",
+        "its image store (/var/lib/containers",
+    ),
+    # podman 5.4: the staging directory, then the image store with room for half of the layer
+    (
+        'writing blob: storing blob to file "/run/fw-tmp/container_images_storage1915792475/1": '
+        "write /run/fw-tmp/container_images_storage1915792475/1: no space left on device",
+        "its pull staging directory",
+    ),
+    (
+        'writing blob: adding layer with blob "sha256:9813"/""/"sha256:3b6a": unpacking failed '
+        "(error: exit status 1; output: write /pad: no space left on device)",
+        "its image store (/var/lib/containers",
+    ),
+    ("write /somewhere: no space left on device", "its image store (/var/lib/containers"),
+]
+
+
+@pytest.mark.parametrize(("message", "where"), FULL_DISK)
+def test_a_full_disk_is_told_where_podman_ran_out_of_space(message: str, where: str) -> None:
+    """The fix names the directory that is full when podman's words say which; both else."""
+    pulls = _Pulls(stream=[{"error": message}])
+    with pytest.raises(images.StoreFull) as caught:
+        _store(pulls).pull("r.example.com:5000/ns/svc:1.0", retries=3, backoff=0)
+    assert len(pulls.calls) == 1  # not retried: the disk stays full
+    fix = caught.value.fix
+    assert fix.startswith("free disk space on the node, in ") and where in fix
+    both = "its image store" in fix and "its pull staging directory" in fix
+    assert both == message.startswith("write /somewhere")
+
+
 def test_stream_records_of_both_shapes_are_progress_and_errors() -> None:
     libpod = [
         {"stream": "Trying to pull r/ns/svc:1.0...\n"},
