@@ -778,14 +778,18 @@ def roll_back_together(undos: Sequence[Undo], holds: HoldsPort) -> bool:
                 "replicas start on the previous images when it rejoins"
             )
             return False
-        down = [u for u in undos if _down(status.replica_on(u.bundle.id, node))]
+        # A service not restarted here whose bundle had no replica active on the node when
+        # the run started (its spare node: every replica placed elsewhere) had only its names
+        # moved: they are back, and no replica of it is to start here.
+        placed = [u for u in undos if _had_replica(u, node, status)]
+        down = [u for u in placed if _down(status.replica_on(u.bundle.id, node))]
         for u in down:
             cluster.cleanup(u.bundle.id, node)
         if down:
             cluster.settle(first.timeout)
             status = cluster.status()
-        replicas = {u.bundle.id: status.replica_on(u.bundle.id, node) for u in undos}
-        for u in undos:
+        replicas = {u.bundle.id: status.replica_on(u.bundle.id, node) for u in placed}
+        for u in placed:
             replica = replicas[u.bundle.id]
             if replica is None or not replica.active:
                 raise RestartFailedError(
@@ -799,13 +803,13 @@ def roll_back_together(undos: Sequence[Undo], holds: HoldsPort) -> bool:
             assert replica is not None
             return u.updater.container_image(node, replica.container_id)[1]
 
-        again = [u for u in undos if running(u) != u.res.before]
+        again = [u for u in placed if running(u) != u.res.before]
         if len(again) == 1:
             cluster.restart_replica(again[0].bundle.id, node, first.timeout, holds=holds)
         elif again:
             ids = [u.bundle.id for u in again]
             cluster.restart_replicas(ids, node, first.timeout, holds=holds)
-        for u in undos:
+        for u in placed:
             now = running(u)
             if now != u.res.before:
                 raise RestartFailedError(
@@ -813,6 +817,7 @@ def roll_back_together(undos: Sequence[Undo], holds: HoldsPort) -> bool:
                     f"runs {str(now)[:12]}, not {str(u.res.before)[:12]}",
                     f"see {cmd.quoted(cmd.status())}",
                 )
+        for u in undos:
             u.updater.publish(u.bundle, node)
     except (BanNotRemovedError, lease.LeaseError) as exc:
         failed(exc.one_line())
@@ -837,6 +842,18 @@ def roll_back_together(undos: Sequence[Undo], holds: HoldsPort) -> bool:
     first.say(f"{node}: rolled back; the replica{'' if len(undos) == 1 else 's'} "
               f"run{'s' if len(undos) == 1 else ''} the previous image again")  # fmt: skip
     return True
+
+
+def _had_replica(undo: Undo, node: str, status: cib.ClusterStatus) -> bool:
+    """Whether ``undo``'s bundle has a replica to bring back on ``node``: restarted there by
+    this run, placed there now, or active there when the run started (unknown: assumed)."""
+    baseline = undo.updater.baseline
+    return (
+        undo.res.restarted
+        or status.replica_on(undo.bundle.id, node) is not None
+        or baseline is None
+        or node in baseline.active.values()
+    )
 
 
 def _down(replica: cib.ReplicaStatus | None) -> bool:

@@ -438,3 +438,39 @@ def test_the_look_for_bans_written_back_reads_the_cib_once_for_every_bundle(
     # before each of the 3 turns and one before the release: 4 CIB reads in all.
     assert len(looks) == bundles * (1 + 3 + 1)
     assert cluster.cib_queries == 3 + 1
+
+
+def test_a_failed_node_where_a_bundle_has_no_replica_puts_its_names_back_only(
+    tmp_path: Path,
+) -> None:
+    """rabbitmq has 2 replicas, on controller-0 and controller-1: controller-2 is its spare
+    node, where the release moves its names (a failover there starts the new image) and
+    restarts nothing. When galera's restart fails there, rabbitmq's names go back and no
+    replica of it is expected to start there (it was "the replica of rabbitmq did not start
+    again on controller-2", exit 7)."""
+    nodes = stores()
+    nodes["controller-2"].stop(container_of("controller-2", RABBIT))
+    cluster = cluster_of(nodes)
+    runtime = cluster.config.find(f"configuration/resources/bundle[@id='{RABBIT}']/podman")
+    assert runtime is not None
+    runtime.set("replicas", "2")
+    failed = RestartFailedError("start of the replica failed", "look at it")
+    cluster.restart_errors[("controller-2", GALERA)] = (failed, True)
+    with pytest.raises(UpdateFailed, match="release failed on controller-2") as info:
+        wf.run(context(cluster, journal_dir=tmp_path), request())
+    assert info.value.family.__name__ == "NodeFailed"
+    spare = nodes["controller-2"]
+    for b in FLOAT:
+        assert spare.names[fakes.key(FLOAT[b])] == OLD[b]
+    assert ("cleanup", RABBIT, "controller-2") not in cluster.events  # nothing to start
+    assert cluster.events[-2] == (  # the node attribute shows the name's image again
+        "attribute",
+        "controller-2",
+        "pcmkimg-rabbitmq",
+        "old/rabbitmq-bundle:1",
+    )
+    report = info.value.report
+    assert report is not None
+    assert [n["node"] for n in report["nodes"]] == list(NODES)
+    services = report["nodes"][2]["services"]
+    assert {services[s]["result"] for s in services} == {"rolled-back"}
