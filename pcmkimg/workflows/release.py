@@ -36,7 +36,6 @@ from pcmkimg.errors import PcmkimgError, UsageError
 from pcmkimg.workflows.context import Context, HoldsPort
 from pcmkimg.workflows.errors import UpdateFailed
 from pcmkimg.workflows.update import (
-    LEFT_BEHIND,
     Undo,
     Updater,
     one_of,
@@ -185,7 +184,7 @@ def _run(
         ctx.say(f"lease taken ({held.host}, pid {held.pid}, period {held.period:g}s)")
         for u in updaters.values():
             u.holding = held
-        _preflight(ctx, the_plan, updaters)
+        _preflight(the_plan, updaters)
         ids = _pull(the_plan, updaters)
         for turn in the_plan.turns:
             first.check_lease()
@@ -197,13 +196,11 @@ def _run(
         first.record("done", service=item.bundle.service, summary=report.summary())
 
 
-def _preflight(ctx: Context, the_plan: release.ReleasePlan, updaters: dict[str, Updater]) -> None:
+def _preflight(the_plan: release.ReleasePlan, updaters: dict[str, Updater]) -> None:
     """The update's preflight for every bundle, in one read (again after removing what a
     killed restart left); every problem of every bundle at once."""
-    cluster = ctx.cluster.read_cluster()
     first = next(iter(updaters.values()))
-    if first.remove_leftover_bans([i.bundle for i in the_plan.items], LEFT_BEHIND, cluster.config):
-        cluster = ctx.cluster.read_cluster()
+    cluster = first.preflight_read([i.bundle for i in the_plan.items])
     problems: list[str] = []
     for item in the_plan.items:
         updater = updaters[item.bundle.service]

@@ -22,7 +22,7 @@ from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.errors import UpdateFailed
-from pcmkimg.workflows.update import LEFT_BEHIND, NodeResult, Updater
+from pcmkimg.workflows.update import NodeResult, Updater
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def run(ctx: Context, req: RollbackRequest) -> RollbackReport:
         updater = Updater(
             ctx.cluster, stores, jrnl, ctx.say, req.timeout, ctx.lease_period, holding=held
         )
-        updater.baseline = plan.health(_without_leftover_bans(updater, bundle).status, bundle.id)
+        updater.baseline = plan.health(updater.preflight_read([bundle]).status, bundle.id)
         res = NodeResult(node)
         updater.record("rollback", service=bundle.service, node=node, to=target.id)
         try:
@@ -83,16 +83,6 @@ def run(ctx: Context, req: RollbackRequest) -> RollbackReport:
                 else exc.fix,
             ) from exc
     return RollbackReport(bundle, res, target.id)
-
-
-def _without_leftover_bans(updater: Updater, bundle: plan.BundleRef) -> plan.Cluster:
-    """The cluster read under the lease, once the bans an earlier, killed restart of
-    ``bundle`` left are gone and the cluster has settled (the update's preflight does the
-    same): the rollback's baseline."""
-    cluster = updater.cluster.read_cluster()
-    if updater.remove_leftover_bans([bundle], LEFT_BEHIND, cluster.config):
-        return updater.cluster.read_cluster()
-    return cluster
 
 
 def _undo_interrupted_swap(

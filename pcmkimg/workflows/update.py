@@ -312,6 +312,30 @@ class Updater:
             self.cluster.settle(self.timeout)
         return removed
 
+    def preflight_read(self, bundles: Sequence[plan.BundleRef]) -> plan.Cluster:
+        """The cluster as the preflight judges it, read under the lease: the leftover bans of
+        ``bundles`` found in that read are removed (:meth:`remove_leftover_bans`); while a
+        replica of one of them is not active, the cluster is waited for until it has nothing
+        left to do (a run interrupted a moment ago stopped it, and Pacemaker is bringing it
+        back), then read again. A restart started meanwhile would hold that replica off its
+        node, and it would start in the restarted replica's place (seen live on Pacemaker 3.0
+        after a SIGTERM). A replica that stays down (nowhere to run) costs one wait."""
+        cluster = self.cluster.read_cluster()
+        if self.remove_leftover_bans(bundles, LEFT_BEHIND, cluster.config):
+            return self.cluster.read_cluster()  # as it settled, not half-way
+        down = [
+            r.container_id
+            for b in bundles
+            for r in cluster.status.replicas_of(b.id)
+            if not r.active and not r.failed
+        ]
+        if not down:
+            return cluster
+        self.say(f"waiting for the cluster to settle first: {', '.join(down)} not active")
+        self.cluster.wait(self.timeout)
+        self.cluster.settle(self.timeout)
+        return self.cluster.read_cluster()
+
     def clear_written_back(self, bundles: Sequence[plan.BundleRef]) -> None:
         """Between two nodes no ban or pin of ours is in force: remove any that another
         writer put back after our restart removed it (a stale replace of the configuration,
@@ -680,10 +704,7 @@ class Updater:
                         f"period {self.holding.period:g}s)"
                     )
                 elif step.kind == "preflight":
-                    # Read under the lease; the leftover bans are found in that same read.
-                    cluster = self.cluster.read_cluster()
-                    if self.remove_leftover_bans([bundle], LEFT_BEHIND, cluster.config):
-                        cluster = self.cluster.read_cluster()  # as it settled, not half-way
+                    cluster = self.preflight_read([bundle])
                     missing = self.missing(step.nodes, bundle.ref)
                     problems = plan.preflight_problems(cluster, bundle.id, step.nodes, missing)
                     if problems:

@@ -571,6 +571,35 @@ def test_a_ban_a_killed_run_left_is_removed_and_the_cluster_settles_before_the_p
     assert [e["removed"] for e in entries(tmp_path, "leftover-bans")] == [[left]]
 
 
+def test_a_replica_still_down_is_waited_for_before_the_preflight_takes_its_baseline(
+    tmp_path: Path,
+) -> None:
+    """The update run again right after a SIGTERM stopped a replica (the killed run removed
+    its holds; Pacemaker is bringing it back): the preflight waits until the cluster has
+    nothing left to do, reads it again, and the replica is in the baseline and restarted in
+    its turn. Before, the first restart began while it was down."""
+    stores, cluster = three_nodes()
+    down = container_of("controller-1")
+    stores["controller-1"].stop(down)
+    wait = cluster.wait
+
+    def pacemaker_brings_it_back(timeout: float) -> None:
+        wait(timeout)
+        if stores["controller-1"].image_of(down) is None:
+            stores["controller-1"].start(down, OLD_ID)
+
+    cluster.wait = pacemaker_brings_it_back  # type: ignore[method-assign]
+    report, raised = run(tmp_path, cluster)
+    assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
+    assert [e[0] for e in cluster.kinds("acquire", "wait", "restart")][:4] == [
+        "acquire",
+        "wait",  # crm_resource --wait,
+        "wait",  # then settled
+        "restart",
+    ]
+    assert stores["controller-1"].image_of(down) == NEW_ID
+
+
 def test_run_without_restarts_takes_and_releases_the_lease_once(tmp_path: Path) -> None:
     stores, cluster = three_nodes()
     report, raised = run(tmp_path, cluster, restart=False)

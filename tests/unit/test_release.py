@@ -392,6 +392,40 @@ def test_leftover_holds_removed_then_the_cluster_waited_for_before_the_baseline(
     assert cluster.events[at + 1 : at + 3] == [("wait",), ("wait",)]
 
 
+def test_a_replica_an_interrupted_run_stopped_is_waited_for_before_the_baseline(
+    tmp_path: Path,
+) -> None:
+    """A release run again right after a SIGTERM: the killed run removed its holds, and
+    Pacemaker is still bringing back the replica it stopped (rabbitmq's on controller-1). The
+    preflight waits for the cluster (``crm_resource --wait``, then the settle) and reads it
+    again before its baseline, so that replica is restarted in its turn and watched during the
+    others'. Before, no wait: the turns began while it was down, and live (Pacemaker 3.0) it
+    started in the place of a replica being restarted."""
+    nodes = stores()
+    cluster = cluster_of(nodes)
+    cluster.record_reads = True
+    down = container_of("controller-1", RABBIT)
+    nodes["controller-1"].stop(down)
+    wait = cluster.wait
+
+    def pacemaker_brings_it_back(timeout: float) -> None:
+        wait(timeout)
+        if nodes["controller-1"].image_of(down) is None:
+            nodes["controller-1"].start(down, OLD[RABBIT])
+
+    cluster.wait = pacemaker_brings_it_back  # type: ignore[method-assign]
+    said: list[str] = []
+    outcome = wf.run(context(cluster, journal_dir=tmp_path, say=said.append), request())
+    assert outcome.report is not None
+    steps = [e[0] for e in cluster.kinds("read", "wait", "together")]
+    # The plan's read, the preflight's (under the lease), the wait and the settle, the
+    # preflight's read again; only then the first turn.
+    assert steps[:6] == ["read", "read", "wait", "wait", "read", "together"]
+    assert any(f"{down} not active" in line for line in said), said
+    assert restarts(cluster) == [(n, b) for n in NODES for b in (GALERA, RABBIT)]
+    assert nodes["controller-1"].image_of(down) == NEW[RABBIT]
+
+
 def test_a_ban_another_writer_put_back_after_a_node_is_removed_before_the_next(
     tmp_path: Path,
 ) -> None:
