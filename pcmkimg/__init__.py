@@ -14,3 +14,7 @@ GUARD_TIMEOUTS = {"start": 60, "stop": 30, "monitor": 30, "validate-all": 30}
 
 GUARD_MONITOR_INTERVAL = 30
 """Seconds between the guard's monitors."""
+
+LEASE_TICKET = "pcmkimg-lease"
+"""The cluster-wide update lease's ticket state: ``/cib/status/tickets/ticket_state`` with this
+id (the lease module writes it; the light snapshot read asks for it alone)."""

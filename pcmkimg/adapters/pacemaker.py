@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 
 from lxml import etree
 
+from pcmkimg import LEASE_TICKET
 from pcmkimg.adapters import trace
 from pcmkimg.adapters.early import Early
 from pcmkimg.adapters.errors import (
@@ -48,7 +49,6 @@ from pcmkimg.adapters.errors import ToolMissingError as ToolMissingError
 from pcmkimg.adapters.runner import (
     CALL_SLACK,
     FIX_ROOT,
-    LEASE_TICKET,
     RC_TIMEOUT,
     RawSnapshot,
     Runner,
@@ -618,7 +618,7 @@ def query_config(
         raw = first if attempt == 1 and first is not None else read_snapshot(runner)
         if runner.offline:
             whole = cib.parse_cib(raw.config)
-            ticket = _lease_ticket_in(whole)
+            ticket = cib.ticket_element(whole, LEASE_TICKET)
             for status in whole.findall("status"):
                 whole.remove(status)
             _add_lease_ticket(whole, ticket)
@@ -644,17 +644,6 @@ def query_config(
     head.append(section)
     _add_lease_ticket(head, ticket)
     return head, mon
-
-
-def _lease_ticket_in(whole: cib.Element) -> cib.Element | None:
-    return next(
-        (
-            el
-            for el in whole.iterfind("status/tickets/ticket_state")
-            if el.get("id") == LEASE_TICKET
-        ),
-        None,
-    )
 
 
 def _add_lease_ticket(head: cib.Element, ticket: cib.Element | None) -> None:

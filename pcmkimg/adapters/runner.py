@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
+from pcmkimg import LEASE_TICKET
 from pcmkimg.adapters import trace
 from pcmkimg.adapters.early import Early
 from pcmkimg.adapters.errors import (
@@ -234,9 +235,6 @@ VERSION_ARGV = ("cibadmin", "--query", "--no-children")
 CONFIG_ARGV = ("cibadmin", "--query", "--scope", "configuration")
 MON_ARGV = ("crm_mon", "-1", "--output-as=xml")
 WHOLE_ARGV = ("cibadmin", "--query")
-LEASE_TICKET = "pcmkimg-lease"
-"""The update lease's ticket state (:data:`pcmkimg.core.lease.TICKET`, which a unit test holds
-to this one: the lease module loads the CIB model, which this module must not)."""
 TICKET_ARGV = (
     "cibadmin",
     "--query",

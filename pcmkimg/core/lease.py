@@ -37,11 +37,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
+from pcmkimg import LEASE_TICKET
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import NoLease, Refused
 
-TICKET = "pcmkimg-lease"
+TICKET = LEASE_TICKET
 """The ticket state that holds the lease."""
 ATTRIBUTE = "lease"
 """Its attribute that holds the encoded lease."""

@@ -288,6 +288,7 @@ READERS = {
     "cluster_properties": lambda t: C.cluster_properties(t),
     "rsc_defaults": lambda t: C.rsc_defaults(t),
     "ticket_state": lambda t: C.ticket_state(t, "pcmkimg-lease"),
+    "ticket_element": lambda t: C.ticket_element(t, "pcmkimg-lease"),
     "banned_nodes": lambda t: C.banned_nodes(t, "galera-bundle"),
     "all_banned_nodes": lambda t: C.all_banned_nodes(t),
     "guard_ids": lambda t: C.guard_ids("galera-bundle"),
@@ -596,6 +597,8 @@ def test_ticket_state_set_and_delete_bump_num_updates_only() -> None:
     base = load("base.xml")  # <status/>, epoch 15, num_updates 0
     change = C.set_ticket_attribute(base, "t", "lease", "v1")
     assert C.ticket_state(change.new_cib, "t") == {"id": "t", "lease": "v1"}
+    element = C.ticket_element(change.new_cib, "t")
+    assert element is not None and element.getparent().tag == "tickets"
     (version, create) = C.patch_changes(change.patch)
     assert (version.get("path"), version[0][0].get("name")) == ("/cib", "num_updates")
     assert (create.get("operation"), create.get("path")) == ("create", "/cib/status")

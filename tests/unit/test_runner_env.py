@@ -225,7 +225,7 @@ def test_only_a_live_context_reads_early(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_the_runners_lease_ticket_is_the_leases() -> None:
-    """The runner names the lease's ticket state without loading the lease module."""
+    """The runner's read asks for the lease's ticket state, without loading the lease module."""
     from pcmkimg.adapters import runner
 
-    assert runner.LEASE_TICKET == lease.TICKET
+    assert runner.TICKET_ARGV[-1].endswith(f"ticket_state[@id='{lease.TICKET}']")

@@ -68,6 +68,7 @@ from pcmkimg.core.cib.read import (
     nodes,
     order_constraints,
     rsc_defaults,
+    ticket_element,
     ticket_state,
 )
 from pcmkimg.core.cib.status import (
@@ -126,6 +127,7 @@ __all__ = [
     "cli_constraints",
     "clone_instances",
     "cluster_properties",
+    "ticket_element",
     "ticket_state",
     "cluster_status",
     "colocation_constraints",

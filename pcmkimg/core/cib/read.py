@@ -421,13 +421,19 @@ def cluster_properties(cib: Element) -> dict[str, str]:
     return _nvpairs(_find_section(cib, "crm_config"), "cluster_property_set")
 
 
+def ticket_element(cib: Element, ticket: str) -> Element | None:
+    """``/cib/status/tickets/ticket_state[@id=ticket]`` (None: no such state). A CIB without a
+    status section (a configuration alone) has none."""
+    return next(
+        (el for el in cib.iterfind("status/tickets/ticket_state") if el.get("id") == ticket),
+        None,
+    )
+
+
 def ticket_state(cib: Element, ticket: str) -> dict[str, str] | None:
-    """The attributes of ``/cib/status/tickets/ticket_state[@id=ticket]`` (None: no such
-    state). A CIB without a status section (a configuration alone) has none."""
-    for el in cib.iterfind("status/tickets/ticket_state"):
-        if el.get("id") == ticket:
-            return {str(k): str(v) for k, v in el.attrib.items()}
-    return None
+    """The attributes of :func:`ticket_element` (None: no such state)."""
+    el = ticket_element(cib, ticket)
+    return None if el is None else {str(k): str(v) for k, v in el.attrib.items()}
 
 
 def rsc_defaults(cib: Element) -> dict[str, str]:
