@@ -300,6 +300,8 @@ class FakeCluster:
         it right then)."""
         self.cib_queries = 0
         """How many times :meth:`query_cib` was asked."""
+        self.status_reads = 0
+        """How many times :meth:`status` was asked (crm_mon, live)."""
         self._lock = threading.RLock()  # one compare-and-swap at a time (the lease's thread)
 
     def kinds(self, *wanted: str) -> list[tuple[str, ...]]:
@@ -318,7 +320,7 @@ class FakeCluster:
         if self.record_reads:
             self.events.append(("read",))
         mon = self._with_guards(self.mon) if self.guards_run else self.mon
-        return plan.Cluster(self.config, mon, self.status())
+        return plan.Cluster(self.config, mon, self._status())
 
     def _with_guards(self, mon: cib.Element) -> cib.Element:
         """``mon`` with the guard clones started where their image resolves (see
@@ -345,6 +347,10 @@ class FakeCluster:
         return NODES[0]
 
     def status(self) -> cib.ClusterStatus:
+        self.status_reads += 1
+        return self._status()
+
+    def _status(self) -> cib.ClusterStatus:
         ours = []
         for bundle_id in self.bundles:
             for i, node in enumerate(NODES):

@@ -246,9 +246,10 @@ def _turn(
     """One node's turn: check, retag every service, restart the node's replicas together,
     soak; on failure every service moved here goes back."""
     node = turn.node
+    status = ctx.cluster.status()  # one look for every service's check
     for service in turn.services:
-        updaters[service].check_others(the_plan.item(service).bundle, node)
-    before = ctx.cluster.status().failures
+        updaters[service].check_others(the_plan.item(service).bundle, node, status)
+    before = status.failures
     targets = {s: ids[str(the_plan.item(s).entry.image)][node] for s in turn.services}
     retags = {}
     for service in turn.services:
@@ -263,7 +264,7 @@ def _turn(
         with ctx.cluster.holding(first, req.timeout) as holds:
             try:
                 _restart_together(
-                    ctx, the_plan, turn, req, updaters, targets, retags, results, holds
+                    ctx, the_plan, turn, req, updaters, targets, retags, results, holds, status
                 )
                 if req.soak > 0 and req.restart:
                     _soak(ctx, the_plan, turn, updaters, before, req.soak)
@@ -306,18 +307,24 @@ def _restart_together(
     retags: dict[str, Retagged],
     results: dict[str, NodeResult],
     holds: HoldsPort,
+    status: cib.ClusterStatus | None,
 ) -> None:
     """The node's replicas whose container does not run its new image yet, restarted in one
     go (their holds placed in one CIB change, lifted together: Pacemaker restarts a bundle
     ordered after another one once, in its order), then each checked as a single update
-    checks its replica."""
+    checks its replica. ``status``: the turn's look at the cluster, before its retags (the
+    restart reads the cluster again and checks it before it begins); read again after a
+    replica was healed here, and once after the restart for every service."""
     node = turn.node
     pending: dict[str, cib.ReplicaStatus] = {}
     for service in turn.services:
         bundle = the_plan.item(service).bundle
+        res = results[service]
         replica = updaters[service].prepare_restart(
-            bundle, results[service], targets[service], req.restart, retags[service], holds
+            bundle, res, targets[service], req.restart, retags[service], holds, status
         )
+        if res.result == "started":  # healed: a CIB change of ours since that look
+            status = None
         if replica is not None:
             pending[service] = replica
     if not pending:
@@ -339,10 +346,11 @@ def _restart_together(
     finally:
         for service in pending:
             results[service].restart_seconds = round(time.monotonic() - started, 3)
+    after = ctx.cluster.status()  # one look for every service's check
     for service, replica in pending.items():
         bundle = the_plan.item(service).bundle
         updater = updaters[service]
-        where = updater.after_restart(bundle, node, replica, results[service], wall)
+        where = updater.after_restart(bundle, node, replica, results[service], wall, after)
         updater.finish_restart(
             bundle, results[service], targets[service], replica.container_id, where
         )

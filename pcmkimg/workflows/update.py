@@ -159,9 +159,10 @@ class Updater:
         An interruption (Ctrl-C, SIGTERM) after the retag is not rolled back: the node keeps
         the floating name, and running the same update again finishes the job.
         """
-        self.check_others(bundle, res.node)
+        status = self.cluster.status()  # one look for the check and the restart's start
+        self.check_others(bundle, res.node, status)
         retag = self.retag_node(bundle, res, ref, target_id)
-        return self.restart_node(bundle, res, ref, target_id, restart, retag)
+        return self.restart_node(bundle, res, ref, target_id, restart, retag, status)
 
     def retag_node(
         self, bundle: plan.BundleRef, res: NodeResult, ref: Reference | str, target_id: str
@@ -197,15 +198,19 @@ class Updater:
         target_id: str,
         restart: bool,
         retag: images.Retagged,
+        status: cib.ClusterStatus | None = None,
     ) -> NodeResult:
         """After :meth:`retag_node`: restart the replica if needed and verify; roll this node
-        back if that fails, to exactly the names it had before."""
+        back if that fails, to exactly the names it had before. ``status``: a look at the
+        cluster before the retag (read now when not given)."""
         node = res.node
         try:
             # The holds of a restart that fails stay until the rollback is done: the replica
             # can only come back here, on the previous image.
             with self.cluster.holding(bundle.id, self.timeout) as holds:
-                return self._update_or_roll_back(bundle, res, ref, target_id, restart, retag, holds)
+                return self._update_or_roll_back(
+                    bundle, res, ref, target_id, restart, retag, holds, status
+                )
         except (BanNotRemovedError, lease.LeaseError) as exc:
             # A ban left behind, or the lease lost to another process: no rollback now, it
             # could not work (the ban) or would race the other holder (the lease).
@@ -223,10 +228,11 @@ class Updater:
         restart: bool,
         retag: images.Retagged,
         holds: HoldsPort,
+        status: cib.ClusterStatus | None = None,
     ) -> NodeResult:
         node = res.node
         try:
-            return self._restart_if_needed(bundle, res, target_id, restart, retag, holds)
+            return self._restart_if_needed(bundle, res, target_id, restart, retag, holds, status)
         except (BanNotRemovedError, lease.LeaseError):
             raise
         except PcmkimgError as exc:
@@ -343,14 +349,17 @@ class Updater:
         ban on a node done before would stop its replica again."""
         self.remove_leftover_bans(bundles, WRITTEN_BACK)
 
-    def check_others(self, bundle: plan.BundleRef, node: str) -> None:
+    def check_others(
+        self, bundle: plan.BundleRef, node: str, status: cib.ClusterStatus | None = None
+    ) -> None:
         """Refuse to touch ``node`` unless every other replica that was active when the update
-        started is active, with as many promoted instances."""
+        started is active, with as many promoted instances (in ``status``: read now when not
+        given)."""
         if self.baseline is None:
             return
-        problems = plan.before_node_problems(
-            self.baseline, plan.health(self.cluster.status(), bundle.id), node
-        )
+        if status is None:
+            status = self.cluster.status()
+        problems = plan.before_node_problems(self.baseline, plan.health(status, bundle.id), node)
         if problems:
             raise PreflightFailed(
                 f"update of {bundle.service} stopped before {node}, which was not touched: "
@@ -388,8 +397,9 @@ class Updater:
         restart: bool,
         retag: images.Retagged,
         holds: HoldsPort,
+        status: cib.ClusterStatus | None = None,
     ) -> NodeResult:
-        replica = self.prepare_restart(bundle, res, target_id, restart, retag, holds)
+        replica = self.prepare_restart(bundle, res, target_id, restart, retag, holds, status)
         if replica is None:
             return res
         node = res.node
@@ -407,12 +417,15 @@ class Updater:
         restart: bool,
         retag: images.Retagged,
         holds: HoldsPort,
+        status: cib.ClusterStatus | None = None,
     ) -> cib.ReplicaStatus | None:
         """Everything before the restart of the replica on ``res.node``: heal what kept it
         off the node; the replica to restart, or None when the node is done without a
-        restart (``res`` says how)."""
+        restart (``res`` says how). ``status``: a look at the cluster since the last change of
+        ours (read now when not given)."""
         node = res.node
-        status = self.cluster.status()
+        if status is None:
+            status = self.cluster.status()
         started_here = restart and self.heal(
             bundle, node, status, holds, missing=retag.old_id is None
         )
@@ -507,10 +520,14 @@ class Updater:
         replica: cib.ReplicaStatus,
         res: NodeResult,
         wall: float,
+        status: cib.ClusterStatus | None = None,
     ) -> str:
         """After the restart of ``replica`` begun at ``wall`` (time.time()): see
-        :meth:`restart`."""
-        now = plan.health(self.cluster.status(), bundle.id)
+        :meth:`restart`. ``status``: a look at the cluster after the restart (read now when
+        not given)."""
+        if status is None:
+            status = self.cluster.status()
+        now = plan.health(status, bundle.id)
         start = self.baseline or now
         problems = plan.after_restart_problems(
             start, now, replica.replica, node, self.updated | {node}

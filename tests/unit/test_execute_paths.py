@@ -600,6 +600,17 @@ def test_a_replica_still_down_is_waited_for_before_the_preflight_takes_its_basel
     assert stores["controller-1"].image_of(down) == NEW_ID
 
 
+def test_a_node_looks_at_the_cluster_once_before_and_once_after_its_restart(
+    tmp_path: Path,
+) -> None:
+    """Each node's step reads the cluster's state (crm_mon) once for the check of the other
+    replicas and the replica to restart, and once after the restart. It was three times."""
+    stores, cluster = three_nodes()
+    report, raised = run(tmp_path, cluster)
+    assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
+    assert cluster.status_reads == 3 * 2
+
+
 def test_run_without_restarts_takes_and_releases_the_lease_once(tmp_path: Path) -> None:
     stores, cluster = three_nodes()
     report, raised = run(tmp_path, cluster, restart=False)

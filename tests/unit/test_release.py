@@ -379,6 +379,54 @@ def test_a_node_that_fails_its_soak_puts_both_replicas_back_in_one_restart(
         assert store.image_of(container_of("controller-0", b)) == OLD[b]
 
 
+def test_a_turn_looks_at_the_cluster_once_before_and_once_after_its_restart(
+    tmp_path: Path,
+) -> None:
+    """Each node's turn reads the cluster's state (crm_mon, 50-100 ms live) once for the
+    checks of every service before its retags and once after its restart for every
+    service's verdict. It was once per service for each of three checks and once more for
+    the failures: 2 x 3 + 1 reads a turn here, 13 with four services."""
+    cluster = cluster_of(stores())
+    wf.run(context(cluster, journal_dir=tmp_path), request())
+    assert len(cluster.kinds("together")) == 3
+    assert cluster.status_reads == 3 * 2
+
+
+def test_a_replica_healed_in_a_turn_makes_the_next_service_look_again(tmp_path: Path) -> None:
+    """controller-2 lacked mariadb's floating name and its replica's start failed there: its
+    turn cleans that up and the replica starts on the new image (a CIB change of ours), so
+    rabbitmq's replica there is judged from a new look, not from the turn's first one."""
+    nodes = stores()
+    store = nodes["controller-2"]
+    del store.names[fakes.key(FLOAT[GALERA])]
+    store.stop(container_of("controller-2", GALERA))
+    cluster = cluster_of(nodes)
+    cluster.extra_failures.append(
+        cib.Failure(
+            op_key=f"{container_of('controller-2', GALERA)}_start_0",
+            resource=container_of("controller-2", GALERA),
+            task="start",
+            interval_ms=0,
+            node="controller-2",
+            exitcode=1,
+            exitstatus="error",
+            exit_reason=f"failed to pull image {FLOAT[GALERA]}",
+        )
+    )
+    outcome = wf.run(context(cluster, journal_dir=tmp_path), request())
+    assert outcome.report is not None
+    report = outcome.report
+    turns = zip(report.names, report.nodes)
+    results = {(n, s): r.result for n, per in turns for s, r in per.items()}
+    assert results[("controller-2", "mariadb")] == "started"
+    assert results[("controller-2", "rabbitmq")] == "ok"
+    assert store.image_of(container_of("controller-2", GALERA)) == NEW[GALERA]
+    assert store.image_of(container_of("controller-2", RABBIT)) == NEW[RABBIT]
+    # Per turn: one look before, one after; controller-2's turn two more (after the heal,
+    # for mariadb's verdict and rabbitmq's).
+    assert cluster.status_reads == 3 * 2 + 2
+
+
 def test_leftover_holds_removed_then_the_cluster_waited_for_before_the_baseline(
     tmp_path: Path,
 ) -> None:
