@@ -22,38 +22,46 @@ An agent script declares an :class:`Agent` and calls :func:`main`::
 
 from __future__ import annotations
 
-from ocf.agent import (
-    Action,
-    Agent,
-    Parameter,
-    ParamType,
-    parse_bool,
-    parse_int,
-)
-from ocf.dispatch import Context, main, run, sanitize_reason
-from ocf.env import Environment, parse_environment
-from ocf.log import Level, Logger
-from ocf.rc import OCFRC, OCFError
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ocf.agent import Handler
+    from ocf.agent import (
+        Action,
+        Agent,
+        Handler,
+        Parameter,
+        ParamType,
+        parse_bool,
+        parse_int,
+    )
+    from ocf.dispatch import Context, main, run, sanitize_reason
+    from ocf.env import Environment, parse_environment
+    from ocf.log import Level, Logger
     from ocf.metadata import escape_attr, escape_text, render_metadata
+    from ocf.rc import OCFRC, OCFError
 
-#: Names of :mod:`ocf.metadata`, imported on first use: only ``meta-data`` needs them.
-_METADATA_NAMES = frozenset({"escape_attr", "escape_text", "render_metadata"})
+#: Where each public name lives. They are imported on first use, so that a program that uses
+#: only the light stand-ins (``ocf._light``, pcmkimg's records) loads none of the toolkit; an
+#: agent's action loads what it names (``meta-data`` alone needs :mod:`ocf.metadata`).
+_HOMES = {
+    **dict.fromkeys(
+        ("Action", "Agent", "Handler", "Parameter", "ParamType", "parse_bool", "parse_int"),
+        "agent",
+    ),
+    **dict.fromkeys(("Context", "main", "run", "sanitize_reason"), "dispatch"),
+    **dict.fromkeys(("Environment", "parse_environment"), "env"),
+    **dict.fromkeys(("Level", "Logger"), "log"),
+    **dict.fromkeys(("escape_attr", "escape_text", "render_metadata"), "metadata"),
+    **dict.fromkeys(("OCFRC", "OCFError"), "rc"),
+}
 
 
 def __getattr__(name: str) -> object:
-    if name in _METADATA_NAMES:
-        from ocf import metadata
-
-        return getattr(metadata, name)
-    if name == "Handler":  # a type alias on collections.abc: built on first use
-        from ocf import agent
-
-        return agent.Handler
-    raise AttributeError(f"module 'ocf' has no attribute {name!r}")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'ocf' has no attribute {name!r}")
+    value = getattr(__import__(f"ocf.{home}", fromlist=[name]), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

@@ -14,7 +14,6 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -33,6 +32,7 @@ from pcmkimg.errors import (
     Unreachable,
     UsageError,
 )
+from pcmkimg.records import dataclass
 
 # Each command imports what only it uses (its workflow, the lease, the podman-py stores) when it
 # runs, and nothing here imports lxml or the CIB model: `status` and `check` start their cluster

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import shutil
 import threading
-from dataclasses import dataclass
 from typing import TextIO
 
 from pcmkimg.adapters.podman import PullProgress
+from pcmkimg.records import dataclass
 
 _CLEAR_LINE = "\r\x1b[2K"
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import itertools
 import threading
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 from lxml import etree
 
+from pcmkimg import records
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.config import Config
 from pcmkimg.core import cib, lease, plan
@@ -371,7 +371,7 @@ class FakeCluster:
                     )
                 )
         others = tuple(r for r in self.base.replicas if r.bundle_id not in self.bundles)
-        return dataclasses.replace(
+        return records.replace(
             self.base,
             replicas=(*ours, *others),
             failures=(*self.base.failures, *self.extra_failures),
@@ -585,7 +585,7 @@ def cli_context(
         fake = context(
             cluster, stores, journal_dir=live.journal_dir, views=views, registry=registry
         )
-        return dataclasses.replace(
+        return records.replace(
             live,
             cluster=fake.cluster,
             open_stores=fake.open_stores,

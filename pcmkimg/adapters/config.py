@@ -65,7 +65,6 @@ from __future__ import annotations
 import configparser
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -79,6 +78,7 @@ from pcmkimg.core.naming import (
 from pcmkimg.core.reference import (
     validate_domain,
 )
+from pcmkimg.records import dataclass, field
 
 DEFAULT_PATH = Path("/etc/pcmkimg/pcmkimg.conf")
 """Where the configuration file is read from unless told otherwise."""

@@ -15,10 +15,10 @@ import os
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from pcmkimg.adapters.errors import UnsafeStateDir
+from pcmkimg.records import dataclass
 
 DEFAULT_DIR = Path("/var/lib/pcmkimg")
 FILE = "journal.jsonl"

@@ -24,7 +24,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from lxml import etree
@@ -73,6 +72,7 @@ from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.errors import CibStructureError
+from pcmkimg.records import dataclass, field
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -71,6 +70,7 @@ from pcmkimg.core.reference import (
 )
 from pcmkimg.core.store import Resolution, StorePort
 from pcmkimg.core.tagplan import HOLD_TAG, Retagged, TagOp
+from pcmkimg.records import dataclass, field
 
 if TYPE_CHECKING:
     from podman import PodmanClient

@@ -19,12 +19,12 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from pcmkimg.adapters.config import Config
 from pcmkimg.core import outdated
 from pcmkimg.core.outdated import Served, registry_of
 from pcmkimg.errors import Unreachable
+from pcmkimg.records import dataclass, field
 
 SKOPEO = "skopeo"
 WORKERS = 8

@@ -19,7 +19,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Optional
 
 from pcmkimg import LEASE_TICKET
@@ -36,6 +35,7 @@ from pcmkimg.adapters.errors import (
     ToolMissingError,
 )
 from pcmkimg.core import commands as cmd
+from pcmkimg.records import dataclass, field
 
 DEFAULT_TIMEOUT = 60.0  # seconds, for one tool call
 CALL_SLACK = 30.0  # extra seconds a tool gets beyond its own --timeout

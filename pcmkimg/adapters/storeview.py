@@ -20,7 +20,6 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pcmkimg.adapters.config import Config
@@ -37,6 +36,7 @@ from pcmkimg.core.images import (
     image_info,
 )
 from pcmkimg.core.store import Resolution
+from pcmkimg.records import dataclass, field
 
 if TYPE_CHECKING:
     from pcmkimg.adapters.tunnel import Tunnel

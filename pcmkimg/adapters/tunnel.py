@@ -19,13 +19,13 @@ import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pcmkimg.adapters.errors import TunnelFailed
 from pcmkimg.core import commands as cmd
+from pcmkimg.records import dataclass
 
 if TYPE_CHECKING:
     from pcmkimg.adapters.config import SshSettings

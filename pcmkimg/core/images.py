@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from pcmkimg.core.errors import UnexpectedAnswer
@@ -26,6 +25,7 @@ from pcmkimg.core.tagplan import TagOp as TagOp
 from pcmkimg.core.tagplan import restore_plan as restore_plan
 from pcmkimg.core.tagplan import retag_plan as retag_plan
 from pcmkimg.core.tagplan import unswap_plan as unswap_plan
+from pcmkimg.records import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from pcmkimg import LEASE_TICKET
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
 from pcmkimg.errors import NoLease, Refused
+from pcmkimg.records import dataclass, replace
 
 TICKET = LEASE_TICKET
 """The ticket state that holds the lease."""

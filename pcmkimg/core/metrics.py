@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from pcmkimg.records import dataclass, field
 
 PREFIX = "pcmkimg_"
 FILE_NAME = "pcmkimg.prom"

@@ -17,7 +17,6 @@ clusters can be read, and :func:`migration_target` gives the common-tag name for
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Literal
 
 from pcmkimg.core.errors import InvalidReference, InvalidScheme, NotFloatingName
@@ -29,6 +28,7 @@ from pcmkimg.core.reference import (
     validate_tag,
 )
 from pcmkimg.core.tagplan import HOLD_TAG
+from pcmkimg.records import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -22,11 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pcmkimg.core import naming
 from pcmkimg.core.reference import InvalidReference, parse
+from pcmkimg.records import dataclass, field
 
 SCHEMA_ID = "pcmkimg-outdated/1"
 

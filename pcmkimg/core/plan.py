@@ -10,13 +10,13 @@ interruption finishes the job and an update to the same image restarts nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Literal
 
 from pcmkimg.core import cib, naming, restart
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.errors import NodeNotReady, UnknownNode, UnknownService
 from pcmkimg.core.reference import Reference
+from pcmkimg.records import dataclass, field
 
 Say = Callable[[str], None]
 """Where a workflow says what it does (stderr in the CLI)."""

@@ -8,7 +8,6 @@ their creation times, the containers' image IDs) against the floating-name schem
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from pcmkimg.core.errors import InvalidReference
@@ -17,6 +16,7 @@ from pcmkimg.core.reference import (
     parse,
 )
 from pcmkimg.core.tagplan import HOLD_TAG
+from pcmkimg.records import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -46,13 +46,12 @@ same checks as :func:`parse`, so ``parse(format(ref)) == ref`` and ``format(pars
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from pcmkimg.core.errors import InvalidReference
+from pcmkimg.records import dataclass, replace
 
 NAME_MAX = 255
 """The most characters a name (``domain/path``) may have."""
@@ -252,11 +251,11 @@ class Reference:
     digest: str | None = None
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if not (isinstance(value, str) or (value is None and field.name != "path")):
+        for name in ("domain", "path", "tag", "digest"):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or (value is None and name != "path")):
                 raise InvalidReference(
-                    value, f"the {field.name} must be a string", what=f"{field.name} of reference"
+                    value, f"the {name} must be a string", what=f"{name} of reference"
                 )
         problem = self._problem()
         if problem:
@@ -329,11 +328,11 @@ class Reference:
 
     def with_tag(self, tag: str | None) -> Reference:
         """This reference with ``tag`` instead of its tag (``None`` drops it)."""
-        return dataclasses.replace(self, tag=tag)
+        return replace(self, tag=tag)
 
     def with_digest(self, digest: str | None) -> Reference:
         """This reference with ``digest`` instead of its digest (``None`` drops it)."""
-        return dataclasses.replace(self, digest=digest)
+        return replace(self, digest=digest)
 
     def __str__(self) -> str:
         return format(self)

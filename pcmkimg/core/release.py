@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core.errors import (
@@ -36,6 +35,7 @@ from pcmkimg.core.reference import (
     Reference,
     parse,
 )
+from pcmkimg.records import dataclass, field
 
 
 @dataclass(frozen=True)

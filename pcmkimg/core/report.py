@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+from pcmkimg.records import dataclass, field
 
 Result = Literal[
     "pending",

@@ -10,9 +10,7 @@ whoever asks for a restart.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 
@@ -21,6 +19,7 @@ from lxml import etree
 from pcmkimg.core import cib
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.errors import RestartNoQuorumError, RestartRefusedError
+from pcmkimg.records import dataclass, replace
 
 
 def restart_blockers(config: cib.Element, bundle: cib.Bundle) -> list[tuple[str, str]]:
@@ -445,7 +444,7 @@ def judge_group(
     verdicts = [judge(phase, seen, before, b, r, node) for b, r in replicas]
     for (bundle, _), verdict in zip(replicas, verdicts):
         if verdict.failed:
-            return dataclasses.replace(verdict, bundle=bundle.id)
+            return replace(verdict, bundle=bundle.id)
     nexts = {v.phase for v in verdicts}
     if len(nexts) == 1:
         return verdicts[0]

@@ -10,9 +10,8 @@ re-exports these names for the callers that import them from there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pcmkimg.core.errors import ImageAbsent
+from pcmkimg.records import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

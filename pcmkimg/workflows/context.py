@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pcmkimg.core import cib, lease, naming, plan
+from pcmkimg.records import dataclass, field
 
 if TYPE_CHECKING:
     from pcmkimg.adapters.journal import Journal

@@ -16,7 +16,6 @@ name back and is wired again as it was. ``add`` and ``remove`` hold the update l
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pcmkimg.adapters import lease as leasing
@@ -25,6 +24,7 @@ from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.errors import LeftBehind, PcmkimgError, UsageError
+from pcmkimg.records import dataclass, field
 from pcmkimg.workflows.context import ClusterPort, Context
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from pcmkimg.adapters import journal
+from pcmkimg.records import dataclass, field
 from pcmkimg.workflows.context import Context
 
 

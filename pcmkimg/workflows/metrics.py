@@ -9,12 +9,12 @@ journal's last update per service and the last recorded ``outdated`` check;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from pcmkimg.adapters import journal, textfile
 from pcmkimg.core import lease, outdated, plan
 from pcmkimg.core import metrics as M
+from pcmkimg.records import dataclass
 from pcmkimg.workflows import status
 from pcmkimg.workflows.context import Context
 

@@ -11,7 +11,6 @@ parameters), and it is managed again. Every node is checked before anything chan
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pcmkimg.adapters import lease as leasing
@@ -31,6 +30,7 @@ from pcmkimg.core.plan import (
     node_facts,
 )
 from pcmkimg.errors import LeftBehind, PcmkimgError
+from pcmkimg.records import dataclass
 from pcmkimg.workflows.context import ClusterPort, Context, StoresPort
 
 

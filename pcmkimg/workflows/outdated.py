@@ -13,13 +13,13 @@ every node's state is written as the transient node attribute ``pcmkimg-outdated
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pcmkimg.adapters import journal, textfile
 from pcmkimg.core import outdated as O
 from pcmkimg.errors import PcmkimgError, Unreachable
+from pcmkimg.records import dataclass, field
 from pcmkimg.workflows import status
 from pcmkimg.workflows.context import Context
 

@@ -5,12 +5,11 @@ Under the lease, so that an update's freshly pulled image is never pruned before
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
 from pcmkimg.core import plan
 from pcmkimg.core.errors import UnknownNode
+from pcmkimg.records import dataclass, field
 from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.update import one_of
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pcmkimg.adapters import lease as leasing
@@ -33,6 +32,7 @@ from pcmkimg.core.errors import PreflightFailed, ReleaseFileError
 from pcmkimg.core.report import NodeResult
 from pcmkimg.core.tagplan import Retagged
 from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.records import dataclass, field
 from pcmkimg.workflows.context import Context, HoldsPort
 from pcmkimg.workflows.errors import UpdateFailed
 from pcmkimg.workflows.update import (

@@ -7,8 +7,6 @@ and a restart of that node's replica, checked and rolled back on failure like an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pcmkimg.adapters import journal
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
@@ -20,6 +18,7 @@ from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.core.images import HOLD_TAG, unswap_plan
 from pcmkimg.core.reference import Reference
 from pcmkimg.errors import PcmkimgError
+from pcmkimg.records import dataclass
 from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.errors import UpdateFailed
 from pcmkimg.workflows.update import NodeResult, Updater

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters import storeview
@@ -17,6 +16,7 @@ from pcmkimg.core import commands as cmd
 from pcmkimg.core.errors import UnknownService
 from pcmkimg.core.plan import Cluster, node_facts_of
 from pcmkimg.errors import PcmkimgError
+from pcmkimg.records import dataclass, field
 from pcmkimg.workflows.context import Context
 
 SCHEMA_ID = "pcmkimg-status/1"

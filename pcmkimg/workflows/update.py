@@ -13,7 +13,6 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from pcmkimg.adapters import lease as leasing
@@ -27,6 +26,7 @@ from pcmkimg.core.errors import NodeUnreachable, PreflightFailed
 from pcmkimg.core.reference import Reference, parse
 from pcmkimg.core.report import NodeResult, Result, UpdateReport
 from pcmkimg.errors import PcmkimgError, UsageError
+from pcmkimg.records import dataclass, field
 from pcmkimg.workflows.context import ClusterPort, Context, HoldsPort, StoresPort
 from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from ocf import OCFRC, run
 from pcmkimg import agent
 from pcmkimg.adapters import apisocket
 from pcmkimg.adapters.podman import ImageInfo, PodmanCommandFailed, Resolved, StoreError
+from pcmkimg.records import replace
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "agents" / "floating-image"

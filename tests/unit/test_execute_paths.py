@@ -13,13 +13,13 @@ writes its lease into its CIB. The CIB and the nodes come from the fixtures in
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
+from pcmkimg import records
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.errors import BanNotRemovedError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import Journal, history
@@ -893,7 +893,7 @@ def test_the_plan_is_what_runs_step_by_step(tmp_path: Path) -> None:
     steps = tuple(s for s in full.steps if s.nodes != ("controller-1",))
     steps = (*steps[:3], *reversed(steps[3:-1]), steps[-1])  # controller-2 before controller-0
     report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF)
-    make_updater(tmp_path, cluster).run(dataclasses.replace(full, steps=steps), report)
+    make_updater(tmp_path, cluster).run(records.replace(full, steps=steps), report)
     assert [n.node for n in report.nodes] == ["controller-2", "controller-0"]
     assert stores["controller-1"].names[FLOATING] == OLD_ID
     assert [e[1] for e in cluster.kinds("restart")] == ["controller-2", "controller-0"]
@@ -990,9 +990,9 @@ def test_a_healed_guard_where_every_replica_runs_elsewhere_is_retag_only(tmp_pat
 def offline(cluster: FakeCluster, node: str) -> None:
     """``node`` as crm_mon shows a node that left the cluster (its corosync or link down)."""
     nodes = tuple(
-        dataclasses.replace(n, online=False) if n.name == node else n for n in cluster.base.nodes
+        records.replace(n, online=False) if n.name == node else n for n in cluster.base.nodes
     )
-    cluster.base = dataclasses.replace(cluster.base, nodes=nodes)
+    cluster.base = records.replace(cluster.base, nodes=nodes)
 
 
 def test_a_node_that_left_the_cluster_during_its_restart_gets_its_names_back_exit_6(

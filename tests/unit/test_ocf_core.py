@@ -285,3 +285,30 @@ def test_the_run_time_classes_behave_as_dataclasses_and_enums() -> None:
     assert pickle.loads(pickle.dumps(ParamType.INTEGER)) is ParamType.INTEGER
     with pytest.raises(AttributeError):
         OCFRC.SUCCESS = 1  # type: ignore[misc]
+
+
+def test_the_light_dataclass_compares_and_replaces_as_dataclasses_does() -> None:
+    """What pcmkimg's records need of the stand-in beyond the toolkit's own use
+    (:mod:`pcmkimg.records`): a field left out of comparison, and ``replace``, which makes
+    the copy through ``__init__`` so that ``__post_init__`` checks it again."""
+    from ocf._light import dataclass, field, replace
+
+    checked: list[int] = []
+
+    @dataclass(frozen=True)
+    class Record:
+        name: str
+        count: int = 0
+        note: str = field(default="", compare=False, repr=False)
+
+        def __post_init__(self) -> None:
+            checked.append(self.count)
+
+    one = Record("a", 1, note="x")
+    assert one == Record("a", 1, note="y") and hash(one) == hash(Record("a", 1))
+    assert one != Record("a", 2) and repr(one) == f"{Record.__qualname__}(name='a', count=1)"
+    two = replace(one, count=2)
+    assert (two.name, two.count, two.note) == ("a", 2, "x") and checked == [1, 1, 1, 2, 2]
+    assert one.count == 1
+    with pytest.raises(TypeError):
+        replace(one, bogus=1)

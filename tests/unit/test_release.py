@@ -4,12 +4,12 @@ on a node puts every service moved there back; the nodes done before stay update
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
+from pcmkimg import records
 from pcmkimg.adapters.errors import PacemakerTimeoutError, RestartFailedError
 from pcmkimg.core import cib, plan, release
 from pcmkimg.core.errors import ReleaseFileError
@@ -275,10 +275,10 @@ def test_a_node_that_left_the_cluster_mid_release_gets_its_names_back_exit_6(
 
     def say(text: str) -> None:
         if "controller-1: FAILED" in text:  # the node is gone by the time the restart fails
-            cluster.base = dataclasses.replace(
+            cluster.base = records.replace(
                 cluster.base,
                 nodes=tuple(
-                    dataclasses.replace(n, online=False) if n.name == "controller-1" else n
+                    records.replace(n, online=False) if n.name == "controller-1" else n
                     for n in cluster.base.nodes
                 ),
             )

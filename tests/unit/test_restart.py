@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from pcmkimg.core import cib, restart
 from pcmkimg.core.errors import BundleNotFoundError, RestartNoQuorumError, RestartRefusedError
+from pcmkimg.records import replace
 from tests import fixtures
 
 
@@ -114,7 +113,7 @@ def test_a_failure_is_identified_by_its_call_and_last_change() -> None:
     )
     bundle, replica = galera_replica_1()
     # The same operation failing again (a new call) is a new failure; the same call is not.
-    again = dataclasses.replace(failure, call_id="7", last_rc_change="2026-11-30 05:00:00Z")
+    again = replace(failure, call_id="7", last_rc_change="2026-11-30 05:00:00Z")
     assert restart.new_failures([failure], [failure, again], bundle, replica, "controller-1") == [
         again
     ]
@@ -124,8 +123,8 @@ def test_new_failures_do_not_depend_on_the_order() -> None:
     bundle, replica = galera_replica_1()
     (start,) = mon("mon-failed-start.xml").failures
     degraded = mon("mon-degraded.xml").failures
-    other = dataclasses.replace(start, node="controller-2", call_id="9")
-    inner = dataclasses.replace(
+    other = replace(start, node="controller-2", call_id="9")
+    inner = replace(
         start,
         op_key="galera_monitor_10000",
         resource="galera",

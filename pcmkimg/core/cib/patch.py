@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from lxml import etree
 
 from pcmkimg.core.cib.xml import CibVersion, Element, cib_version, to_xml
+from pcmkimg.records import dataclass
 
 # --------------------------------------------------------------------------- patchsets
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.cib.xml import (
@@ -13,6 +12,7 @@ from pcmkimg.core.cib.xml import (
     is_true,
 )
 from pcmkimg.core.errors import BundleNotFoundError, CibStructureError, GuardConflictError
+from pcmkimg.records import dataclass, field
 
 GUARD_AGENT = ("ocf", "pcmkimg", "floating-image")
 GUARD_RECORD = "pcmkimg-bundle-interleave"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from pcmkimg.core.cib.xml import Element, _int, is_true
+from pcmkimg.records import dataclass
 
 DEGRADED_EXITCODES = frozenset({190, 191})  # OCF_DEGRADED, OCF_DEGRADED_PROMOTED
 _ROLE_ALIASES = {"Master": "Promoted", "Slave": "Unpromoted"}
