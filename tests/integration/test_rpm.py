@@ -215,6 +215,10 @@ def test_imports_come_from_the_payload(payload, sitelib):
 def test_agent_meta_data_runs_from_the_payload(payload, sitelib):
     agent = payload / AGENT.lstrip("/")
     assert os.access(agent, os.X_OK)
+    # -S (no site module at start) and the packaged site-packages written in by %install.
+    text = agent.read_text()
+    assert text.startswith("#!/usr/bin/python3 -S\n")
+    assert f'\n_SITE = "{sitelib}"\n' in text and "_SITE = None" not in text
     env = python_env(payload, sitelib)
     need_requires(env, "lxml")
     proc = run([PYTHON, str(agent), "meta-data"], env=env, cwd=payload)

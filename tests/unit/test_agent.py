@@ -524,7 +524,138 @@ def test_resolve_maps_a_store_error_to_a_short_generic_failure(state_dir: Path) 
 def test_script_runs_under_the_system_python_and_is_world_executable() -> None:
     mode = SCRIPT.stat().st_mode
     assert mode & stat.S_IXOTH and mode & stat.S_IROTH
-    assert SCRIPT.read_text().startswith("#!/usr/bin/python3\n")
+    assert SCRIPT.read_text().startswith("#!/usr/bin/python3 -S\n")  # no site at start
+
+
+SPEC = REPO / "packaging" / "pcmkimg.spec"
+
+
+def executed(
+    script: Path, action: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``script action`` as the executor does: by its shebang (/usr/bin/python3 -S), in an
+    environment of ``env`` only (no PYTHONPATH). The process and the modules it imported
+    (``-X importtime``, as PYTHONPROFILEIMPORTTIME, which -S does not turn off)."""
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("needs /usr/bin/python3, the agent's interpreter")
+    base = {"PATH": "/usr/bin:/bin", "OCF_ROOT": "/usr/lib/ocf", "PYTHONPROFILEIMPORTTIME": "1"}
+    proc = subprocess.run(
+        [str(script), action],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**base, **(env or {})},
+    )
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return proc, names
+
+
+def packages_dir(where: Path) -> Path:
+    """A directory that holds our packages (links to the checkout's) and nothing else."""
+    where.mkdir(parents=True)
+    for name in ("ocf", "pcmkimg"):
+        (where / name).symlink_to(REPO / name, target_is_directory=True)
+    return where
+
+
+def lone_copy(where: Path, site: Path | None = None) -> Path:
+    """The script copied alone into ``where``, outside any checkout; with ``site``, written as
+    the RPM's %install writes it (the spec's own sed, its python3_sitelib replaced)."""
+    where.mkdir(parents=True)
+    copy = where / "floating-image"
+    copy.write_bytes(SCRIPT.read_bytes())
+    copy.chmod(0o755)
+    if site is not None:
+        (line,) = (line for line in SPEC.read_text().splitlines() if "_SITE = None" in line)
+        expr = line.split("'")[1]  # sed -i 's|^_SITE = None$|_SITE = "%{python3_sitelib}"|' ...
+        expr = expr.replace("%{python3_sitelib}", str(site))
+        subprocess.run(["sed", "-i", expr, str(copy)], check=True, timeout=30)
+        assert f'\n_SITE = "{site}"\n' in copy.read_text()
+    return copy
+
+
+def user_site(base: Path) -> Path:
+    """/usr/bin/python3's user site directory under PYTHONUSERBASE ``base``, made."""
+    version = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    path = base / "lib" / f"python{version}" / "site-packages"
+    path.mkdir(parents=True)
+    return path
+
+
+def meta_data_ok(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith('<?xml version="1.0"')
+    assert '<resource-agent name="floating-image"' in proc.stdout
+
+
+def test_meta_data_from_the_checkout_runs_without_site() -> None:
+    """From a checkout: the checkout's packages, and Python's site module is never imported."""
+    proc, modules = executed(SCRIPT, "meta-data")
+    meta_data_ok(proc)
+    assert {"ocf", "pcmkimg.agent"} <= modules
+    assert "site" not in modules
+
+
+def test_meta_data_of_the_installed_layout_runs_without_site(tmp_path: Path) -> None:
+    """As the RPM installs it: the script alone in the OCF directory, our packages in the
+    site-packages directory that %install writes into it."""
+    site = packages_dir(tmp_path / "site-packages")
+    proc, modules = executed(lone_copy(tmp_path / "resource.d", site), "meta-data")
+    meta_data_ok(proc)
+    assert {"ocf", "pcmkimg.agent"} <= modules
+    assert "site" not in modules
+
+
+def test_without_a_written_path_the_agent_finds_its_packages_through_site(tmp_path: Path) -> None:
+    """Neither a checkout nor a written path (another install): the packages are reachable only
+    through the normal site (here a .pth in the user site, which -S leaves out); the script runs
+    site.main() and imports them."""
+    pkgs = packages_dir(tmp_path / "elsewhere")
+    base = tmp_path / "userbase"
+    (user_site(base) / "pcmkimg-test.pth").write_text(f"{pkgs}\n")
+    copy = lone_copy(tmp_path / "resource.d")
+    proc, modules = executed(copy, "meta-data", {"PYTHONUSERBASE": str(base)})
+    meta_data_ok(proc)
+    assert "site" in modules
+    # The control: without the user site nothing else finds them.
+    env = {"PYTHONUSERBASE": str(base), "PYTHONNOUSERSITE": "1"}
+    proc, _ = executed(copy, "meta-data", env)
+    assert proc.returncode != 0 and "ModuleNotFoundError" in proc.stderr
+
+
+def test_an_action_that_needs_lxml_gets_site_when_it_imports_it(tmp_path: Path) -> None:
+    """stop clears the node attribute with the pacemaker adapter, which imports lxml (not one
+    of ours): in the installed layout site is set up at that import, and stop succeeds (here
+    without crm_attribute, with a warning)."""
+    import lxml
+
+    base = tmp_path / "userbase"
+    # lxml as this test sees it (the system's or the test environment's), through site only.
+    (user_site(base) / "lxml-test.pth").write_text(f"{Path(lxml.__file__).parents[1]}\n")
+    site = packages_dir(tmp_path / "site-packages")
+    state = tmp_path / "state"
+    env = {
+        "PATH": str(tmp_path),  # no crm_attribute
+        "PYTHONUSERBASE": str(base),
+        "OCF_RESOURCE_INSTANCE": "svc-guard",
+        "OCF_RESKEY_image": FLOATING,
+        "OCF_RESKEY_state_dir": str(state),
+        "HA_LOGFILE": "/dev/null",
+    }
+    proc, modules = executed(lone_copy(tmp_path / "resource.d", site), "stop", env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {"site", "lxml.etree", "pcmkimg.adapters.pacemaker"} <= modules
 
 
 def run_script(action: str, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
@@ -995,6 +1126,10 @@ def test_monitor_that_finds_the_name_stays_within_its_module_budget(
     assert not extra & NEVER_ON_MONITOR, sorted(extra & NEVER_ON_MONITOR)
     assert not any(m.split(".")[0] in ("podman", "lxml") for m in extra)
     assert extra <= MONITOR_MODULES, sorted(extra - MONITOR_MODULES)
+    # Started by its shebang, as the executor starts it: not even the site module.
+    proc, direct = executed(SCRIPT, "monitor", env)
+    assert proc.returncode == OCFRC.SUCCESS, proc.stderr[-3000:]
+    assert "site" not in direct and "apisocket" in " ".join(direct)
 
 
 def test_the_state_format_round_trips_and_keeps_the_answer_exactly() -> None:
