@@ -504,6 +504,23 @@ def make_network(state: State, count: int) -> tuple[str, list[str]]:
     return bridge, names
 
 
+def installed_agents(node_dir: Path) -> Path:
+    """Our agent scripts as the RPM installs them, in ``node_dir/agents``: ``_SITE`` written
+    with where our packages are (the spec's sed writes its sitelib; here the checkout), so
+    that the agent, started with ``python3 -S``, finds them without the site module. The
+    checkout's own scripts, bind-mounted, could not tell where the checkout is."""
+    out = node_dir / "agents"
+    out.mkdir(exist_ok=True)
+    for script in (REPO / "agents").iterdir():
+        text = script.read_text()
+        installed = text.replace("\n_SITE = None\n", f'\n_SITE = "{REPO}"\n', 1)
+        if installed == text:
+            raise SandboxError(f"{script}: no '_SITE = None' line for the sandbox to write")
+        (out / script.name).write_text(installed)
+        (out / script.name).chmod(0o755)
+    return out
+
+
 def start_holder(state: State, ns: str, name: str, node_dir: Path) -> int:
     cfg = {
         "name": name,
@@ -511,7 +528,7 @@ def start_holder(state: State, ns: str, name: str, node_dir: Path) -> int:
         "binds": BINDS,
         "files": FILE_BINDS,
         "mounts": [store_mount(Path(STORE))],
-        "agents": {"pcmkimg": str(REPO / "agents")},
+        "agents": {"pcmkimg": str(installed_agents(node_dir))},
         "site": system_site(),
         # The checkout only, as the RPM puts ocf/ and pcmkimg/ on the path: the agent needs the
         # standard library and the distribution's lxml (python3-lxml), never this test
