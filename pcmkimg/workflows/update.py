@@ -314,9 +314,14 @@ class Updater:
                 self.record("leftover-bans", service=bundle.service, removed=left)
                 removed = True
         if removed:
-            self.cluster.wait(self.timeout)
-            self.cluster.settle(self.timeout)
+            self.settled()
         return removed
+
+    def settled(self) -> None:
+        """Wait until Pacemaker has nothing left to do (``crm_resource --wait``), then until
+        the DC is idle (the settle)."""
+        self.cluster.wait(self.timeout)
+        self.cluster.settle(self.timeout)
 
     def preflight_read(self, bundles: Sequence[plan.BundleRef]) -> plan.Cluster:
         """The cluster as the preflight judges it, read under the lease: the leftover bans of
@@ -338,8 +343,7 @@ class Updater:
         if not down:
             return cluster
         self.say(f"waiting for the cluster to settle first: {', '.join(down)} not active")
-        self.cluster.wait(self.timeout)
-        self.cluster.settle(self.timeout)
+        self.settled()
         return self.cluster.read_cluster()
 
     def clear_written_back(self, bundles: Sequence[plan.BundleRef]) -> None:
