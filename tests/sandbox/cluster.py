@@ -504,20 +504,31 @@ def make_network(state: State, count: int) -> tuple[str, list[str]]:
     return bridge, names
 
 
+SPEC = REPO / "packaging" / "pcmkimg.spec"
+
+
+def write_site(script: Path, site: Path) -> None:
+    """Write ``site`` into an agent script as the RPM's %install writes its sitelib: the
+    spec's own sed expression, run on ``script``."""
+    (line,) = (line for line in SPEC.read_text().splitlines() if "_SITE = None" in line)
+    expr = line.split("'")[1]  # sed -i 's|^_SITE = None$|_SITE = "%{python3_sitelib}"|' ...
+    run(["sed", "-i", expr.replace("%{python3_sitelib}", str(site)), str(script)])
+    if f'\n_SITE = "{site}"\n' not in script.read_text():
+        raise SandboxError(f"{script}: the spec's sed did not write _SITE")
+
+
 def installed_agents(node_dir: Path) -> Path:
     """Our agent scripts as the RPM installs them, in ``node_dir/agents``: ``_SITE`` written
-    with where our packages are (the spec's sed writes its sitelib; here the checkout), so
-    that the agent, started with ``python3 -S``, finds them without the site module. The
-    checkout's own scripts, bind-mounted, could not tell where the checkout is."""
+    with where our packages are (:func:`write_site`; here the checkout), so that the agent,
+    started with ``python3 -S``, finds them without the site module. The checkout's own
+    scripts, bind-mounted, could not tell where the checkout is."""
     out = node_dir / "agents"
     out.mkdir(exist_ok=True)
     for script in (REPO / "agents").iterdir():
-        text = script.read_text()
-        installed = text.replace("\n_SITE = None\n", f'\n_SITE = "{REPO}"\n', 1)
-        if installed == text:
-            raise SandboxError(f"{script}: no '_SITE = None' line for the sandbox to write")
-        (out / script.name).write_text(installed)
-        (out / script.name).chmod(0o755)
+        copy = out / script.name
+        copy.write_bytes(script.read_bytes())
+        copy.chmod(0o755)
+        write_site(copy, REPO)
     return out
 
 

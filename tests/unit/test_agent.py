@@ -27,6 +27,8 @@ from pcmkimg import agent
 from pcmkimg.adapters import apisocket
 from pcmkimg.adapters.podman import ImageInfo, PodmanCommandFailed, Resolved, StoreError
 from pcmkimg.records import replace
+from tests.sandbox.cluster import write_site
+from tests.sandbox.require import need
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "agents" / "floating-image"
@@ -527,17 +529,13 @@ def test_script_runs_under_the_system_python_and_is_world_executable() -> None:
     assert SCRIPT.read_text().startswith("#!/usr/bin/python3 -S\n")  # no site at start
 
 
-SPEC = REPO / "packaging" / "pcmkimg.spec"
-
-
 def executed(
     script: Path, action: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """Run ``script action`` as the executor does: by its shebang (/usr/bin/python3 -S), in an
     environment of ``env`` only (no PYTHONPATH). The process and the modules it imported
     (``-X importtime``, as PYTHONPROFILEIMPORTTIME, which -S does not turn off)."""
-    if not Path("/usr/bin/python3").exists():
-        pytest.skip("needs /usr/bin/python3, the agent's interpreter")
+    need(Path("/usr/bin/python3").exists(), "needs /usr/bin/python3, the agent's interpreter")
     base = {"PATH": "/usr/bin:/bin", "OCF_ROOT": "/usr/lib/ocf", "PYTHONPROFILEIMPORTTIME": "1"}
     proc = subprocess.run(
         [str(script), action],
@@ -571,11 +569,7 @@ def lone_copy(where: Path, site: Path | None = None) -> Path:
     copy.write_bytes(SCRIPT.read_bytes())
     copy.chmod(0o755)
     if site is not None:
-        (line,) = (line for line in SPEC.read_text().splitlines() if "_SITE = None" in line)
-        expr = line.split("'")[1]  # sed -i 's|^_SITE = None$|_SITE = "%{python3_sitelib}"|' ...
-        expr = expr.replace("%{python3_sitelib}", str(site))
-        subprocess.run(["sed", "-i", expr, str(copy)], check=True, timeout=30)
-        assert f'\n_SITE = "{site}"\n' in copy.read_text()
+        write_site(copy, site)
     return copy
 
 
