@@ -3,7 +3,9 @@
 Usage: python3 packaging/manpages.py OUTDIR VERSION
 
 - pcmkimg(8) and one page per command, pcmkimg-update(8), pcmkimg-guard-add(8), ...: help2man
-  reads each click command's --help (the help texts in pcmkimg/cli.py).
+  reads each click command's --help (the help texts in pcmkimg/cli.py); the page's own sections
+  (description, failures, EXIT STATUS, EXAMPLES, ...) come from packaging/man/PAGE.md.
+- pcmkimg.conf(5): packaging/man/pcmkimg.conf.md alone.
 - ocf_pcmkimg_floating-image(7): the agent's meta-data, turned into a DocBook refentry by
   packaging/ocf2refentry.xsl and into roff by the DocBook XSL stylesheets (xsltproc), as
   resource-agents builds its ocf_heartbeat_*(7) pages.
@@ -16,10 +18,12 @@ interpreter running it. SOURCE_DATE_EPOCH, when set, dates the pages (reproducib
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1]
@@ -75,9 +79,66 @@ def see_also(words: tuple[str, ...], every: list[tuple[str, ...]]) -> str:
         refs += [page_name(w) for w in every if len(w) == len(words) + 1 and w[:-1] == words]
     else:
         refs = [page_name(w) for w in every if w]
-    refs = [f"{r}(8)" for r in refs] + ["ocf_pcmkimg_floating-image(7)", "pcs(8)"]
+    refs = [f"{r}(8)" for r in refs] + ["pcmkimg.conf(5)", "ocf_pcmkimg_floating-image(7)", "pcs(8)"]
     lines = [f".BR {r.split('(')[0].replace('-', chr(92) + '-')} ({r.split('(')[1]}" for r in refs]
     return "[SEE ALSO]\n" + ",\n".join(lines) + "\n"
+
+
+MAN = SRC / "packaging" / "man"
+ITEM = re.compile(r"- |\d+\. ")
+"""A list item of the pages' markdown: a bullet or a number."""
+BREAK = re.compile(r"- |\d+\. |#|\||```")
+"""A line that starts something new rather than going on with the paragraph above."""
+
+
+def inline(text: str) -> str:
+    """One line of the pages' markdown as roff: escapes, `code` and **bold**, *italic*, links."""
+    text = text.replace("\\", "\\e").replace("-", "\\-")
+    text = re.sub(r"\[([^]]+)\]\([^)]+\)", r"\1", text)
+    text = re.sub(r"`([^`]+)`", r"\\fB\1\\fR", text)
+    text = re.sub(r"\*\*([^*]+)\*\*", r"\\fB\1\\fR", text)
+    text = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"\\fI\1\\fR", text)
+    return "\\&" + text if text[:1] in (".", "'") else text
+
+
+def roff(markdown: str, heading: str) -> str:
+    """The pages' markdown (packaging/man/*.md) as roff: ``## SECTION`` headings (as ``heading``
+    formats them), paragraphs, ``- `` lists, tables as tagged paragraphs (the first cell the
+    tag; the header row is left out) and fenced code blocks. The ``# `` title line is left out."""
+    out: list[str] = []
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            end = lines.index("```", i + 1)
+            code = [("\\&" + c if c[:1] in (".", "'") else c) for c in lines[i + 1 : end]]
+            code = [c.replace("\\", "\\e").replace("-", "\\-") for c in code]
+            out += [".PP", ".RS 4", ".nf", *code, ".fi", ".RE"]
+            i = end + 1
+            continue
+        if line.startswith("## "):
+            out.append(heading.format(line[3:].strip()))
+        elif line.startswith("# ") or not line.strip():
+            pass
+        elif line.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                i += 1
+            for row in rows[2:]:
+                out += [".TP", inline(row[0]), inline(" ".join(row[1:]))]
+            continue
+        else:
+            item = ITEM.match(line)
+            words = [line[item.end() :] if item else line]
+            while i + 1 < len(lines) and lines[i + 1].strip() and not BREAK.match(lines[i + 1]):
+                i += 1
+                words.append(lines[i].strip())
+            mark = ".PP" if not item else ".IP \\(bu 2" if item[0] == "- " else f".IP {item[0]}4"
+            out += [mark, inline(" ".join(words))]
+        i += 1
+    return "\n".join(out) + "\n"
 
 
 def run(argv: list[str], **kw) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
@@ -95,7 +156,8 @@ def cli_pages(out: Path, version: str, tmp: Path) -> None:
         wrapper.write_text(WRAPPER.format(python=sys.executable, src=str(SRC), words=list(words)))
         wrapper.chmod(stat.S_IRWXU)
         include = tmp / f"{name}.h2m"
-        extra = (SRC / "packaging" / "pcmkimg.h2m").read_text() if not words else ""
+        own = MAN / f"{name}.md"
+        extra = roff(own.read_text(), "[{}]").replace("[DESCRIPTION]", "[>DESCRIPTION]") if own.is_file() else ""
         include.write_text(extra + see_also(words, every))
         summary = command_of(words).get_short_help_str(limit=200).rstrip(".")
         summary = summary[:1].lower() + summary[1:]
@@ -156,6 +218,15 @@ def agent_page(out: Path, version: str, tmp: Path) -> None:
         sys.exit("manpages: the DocBook stylesheets wrote no ocf_pcmkimg_floating-image.7")
 
 
+def conf_page(out: Path, version: str) -> None:
+    """pcmkimg.conf(5), dated as the other pages (SOURCE_DATE_EPOCH, else today)."""
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", time.time()))
+    date = time.strftime("%B %Y", time.gmtime(epoch))
+    head = f'.TH PCMKIMG.CONF 5 "{date}" "pcmkimg {version}" "pcmkimg manual"\n'
+    body = roff((MAN / "pcmkimg.conf.md").read_text(), '.SH "{}"')
+    (out / "pcmkimg.conf.5").write_text(head + body)
+
+
 def main() -> None:
     if len(sys.argv) != 3:
         sys.exit(__doc__.strip().splitlines()[2])
@@ -163,6 +234,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         cli_pages(out, version, Path(tmp))
+        conf_page(out, version)
         agent_page(out, version, Path(tmp))
 
 

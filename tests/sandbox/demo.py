@@ -7,8 +7,9 @@
 4. ``pcmkimg status`` and ``crm_mon -A`` again.
 5. Everything torn down.
 
-It ends with one summary line: nodes updated, containers restarted, and the longest time any
-replica was down (sampled from ``crm_mon`` while the update runs).
+It ends with one summary line: nodes updated, containers restarted, and the longest time
+``crm_mon`` (sampled while the update runs) showed a replica not active. That is not the update's
+own "replica downtime", which is how long no container of the replica ran (podman's events).
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ def run_demo(name: str) -> int:
         updated = sum(1 for n in report["nodes"] if n["result"] in ("ok", "unchanged"))
         banner("summary")
         print(
-            f"{updated} nodes updated, {report['restarted']} containers restarted, longest "
-            f"replica downtime {longest:.1f}s (never fewer than {sampler.min_active} of 3 "
+            f"{updated} nodes updated, {report['restarted']} containers restarted, longest time "
+            f"crm_mon showed a replica not active {longest:.1f}s (never fewer than "
+            f"{sampler.min_active} of 3 "
             f"replicas active); demo took {time.monotonic() - started:.0f}s"
         )
         return 0

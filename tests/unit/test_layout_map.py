@@ -1,7 +1,7 @@
-"""The README's layout map (section "Development": the code block of ``pcmkimg/...`` lines) is
+"""CONTRIBUTING.md's layout map (section "Development": the code block of ``pcmkimg/...`` lines) is
 complete and true: each module it names exists, and each module of ``pcmkimg/`` is in it.
 
-The map is read as the README writes it: a line at the left margin names a top-level file
+The map is read as CONTRIBUTING.md writes it: a line at the left margin names a top-level file
 (``pcmkimg/cli.py``) or folder (``pcmkimg/core/``); an entry indented by two spaces per level
 names a file or a folder inside the folder above it; a line indented past the entries, in the
 description column, goes on with the description above. Every entry has a description.
@@ -22,17 +22,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "pcmkimg"
-README = ROOT / "README.md"
+LAYOUT_DOC = ROOT / "CONTRIBUTING.md"
 ENTRY = re.compile(r"(?P<indent>(?:  )*)(?P<name>[\w./]+?)(?: {2,}(?P<what>\S.*))?")
 """An entry: its indentation (two spaces a level), its name, two spaces at least, what it
 holds."""
 
 
 def layout_map(text: str) -> list[str]:
-    """The lines of the README's code block whose first line names ``pcmkimg/``."""
+    """The lines of the code block of CONTRIBUTING.md whose first line names ``pcmkimg/``."""
     blocks = re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S)
     found = [b for b in blocks if b.startswith("pcmkimg/")]
-    assert len(found) == 1, "the README has no layout map (a code block of pcmkimg/ lines)"
+    assert len(found) == 1, "CONTRIBUTING.md has no layout map (a code block of pcmkimg/ lines)"
     return found[0].splitlines()
 
 
@@ -87,7 +87,7 @@ def modules() -> set[str]:
     return found
 
 
-ENTRIES = mapped(layout_map(README.read_text()))
+ENTRIES = mapped(layout_map(LAYOUT_DOC.read_text()))
 
 
 def test_the_map_reads_as_a_tree() -> None:
@@ -119,13 +119,13 @@ def test_the_map_reads_as_a_tree() -> None:
 
 def test_every_entry_of_the_map_exists() -> None:
     missing = sorted(p for p in ENTRIES if not (ROOT / p).exists())
-    assert not missing, f"the README's layout map names what the tree does not have: {missing}"
+    assert not missing, f"CONTRIBUTING.md's layout map names what the tree does not have: {missing}"
 
 
 def test_every_module_is_in_the_map() -> None:
     absent = sorted(modules() - set(ENTRIES))
     assert not absent, (
-        f"modules the README's layout map leaves out: {absent}; give each a line of what it "
+        f"modules CONTRIBUTING.md's layout map leaves out: {absent}; give each a line of what it "
         "holds, under its folder"
     )
 
