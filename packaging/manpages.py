@@ -79,7 +79,11 @@ def see_also(words: tuple[str, ...], every: list[tuple[str, ...]]) -> str:
         refs += [page_name(w) for w in every if len(w) == len(words) + 1 and w[:-1] == words]
     else:
         refs = [page_name(w) for w in every if w]
-    refs = [f"{r}(8)" for r in refs] + ["pcmkimg.conf(5)", "ocf_pcmkimg_floating-image(7)", "pcs(8)"]
+    refs = [f"{r}(8)" for r in refs] + [
+        "pcmkimg.conf(5)",
+        "ocf_pcmkimg_floating-image(7)",
+        "pcs(8)",
+    ]
     lines = [f".BR {r.split('(')[0].replace('-', chr(92) + '-')} ({r.split('(')[1]}" for r in refs]
     return "[SEE ALSO]\n" + ",\n".join(lines) + "\n"
 
@@ -157,7 +161,11 @@ def cli_pages(out: Path, version: str, tmp: Path) -> None:
         wrapper.chmod(stat.S_IRWXU)
         include = tmp / f"{name}.h2m"
         own = MAN / f"{name}.md"
-        extra = roff(own.read_text(), "[{}]").replace("[DESCRIPTION]", "[>DESCRIPTION]") if own.is_file() else ""
+        extra = (
+            roff(own.read_text(), "[{}]").replace("[DESCRIPTION]", "[>DESCRIPTION]")
+            if own.is_file()
+            else ""
+        )
         include.write_text(extra + see_also(words, every))
         summary = command_of(words).get_short_help_str(limit=200).rstrip(".")
         summary = summary[:1].lower() + summary[1:]

@@ -48,7 +48,7 @@ def pages(tmp_path_factory) -> Path:
 
 def every_page() -> list[str]:
     names = ["-".join(("pcmkimg", *w)) + ".8" for w in command_paths(cli)]
-    return [*names, "ocf_pcmkimg_floating-image.7"]
+    return [*names, "pcmkimg.conf.5", "ocf_pcmkimg_floating-image.7"]
 
 
 def test_every_command_has_a_page(pages):
@@ -89,6 +89,22 @@ def test_the_update_page_has_the_help_text(pages):
     main = (pages / "pcmkimg.8").read_text()
     commands = main.split('.SS "Commands:"')[1].split(".SH")[0]
     assert "..." not in commands and "restart that replica" in commands
+
+
+def test_each_command_page_has_exit_status_and_examples(pages):
+    for words in command_paths(cli):
+        text = (pages / ("-".join(("pcmkimg", *words)) + ".8")).read_text()
+        assert '.SH "EXIT STATUS"' in text and ".SH EXAMPLES" in text, words
+    main = (pages / "pcmkimg.8").read_text()
+    assert "Stopped by SIGTERM" in main and "guard" in main
+
+
+def test_the_conf_page_has_every_section(pages):
+    from pcmkimg.adapters.config import _SECTIONS
+
+    text = (pages / "pcmkimg.conf.5").read_text()
+    for section in _SECTIONS:
+        assert f'.SH "[{section}]"' in text, section
 
 
 def test_the_agent_page_has_every_parameter(pages):
