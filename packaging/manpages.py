@@ -8,7 +8,8 @@ Usage: python3 packaging/manpages.py OUTDIR VERSION
 - pcmkimg.conf(5): packaging/man/pcmkimg.conf.md alone.
 - ocf_pcmkimg_floating-image(7): the agent's meta-data, turned into a DocBook refentry by
   packaging/ocf2refentry.xsl and into roff by the DocBook XSL stylesheets (xsltproc), as
-  resource-agents builds its ocf_heartbeat_*(7) pages.
+  resource-agents builds its ocf_heartbeat_*(7) pages; then the sections of
+  packaging/man/ocf_pcmkimg_floating-image.md (EXIT STATUS, ...) before its SEE ALSO.
 
 Run from the source tree (the spec's %build does); needs help2man, xsltproc and the DocBook
 XSL stylesheets (Debian: docbook-xsl; RHEL: docbook-style-xsl), and click and lxml for the
@@ -222,8 +223,15 @@ def agent_page(out: Path, version: str, tmp: Path) -> None:
             str(refentry),
         ]
     )
-    if not (out / "ocf_pcmkimg_floating-image.7").is_file():
+    page = out / "ocf_pcmkimg_floating-image.7"
+    if not page.is_file():
         sys.exit("manpages: the DocBook stylesheets wrote no ocf_pcmkimg_floating-image.7")
+    # The page's own sections (packaging/man/ocf_pcmkimg_floating-image.md) before SEE ALSO.
+    own = roff((MAN / "ocf_pcmkimg_floating-image.md").read_text(), '.SH "{}"')
+    text = page.read_text()
+    if '.SH "SEE ALSO"' not in text:
+        sys.exit("manpages: the agent's page has no SEE ALSO to put its own sections before")
+    page.write_text(text.replace('.SH "SEE ALSO"', own + '.SH "SEE ALSO"', 1))
 
 
 def conf_page(out: Path, version: str) -> None:

@@ -111,6 +111,7 @@ def test_the_agent_page_has_every_parameter(pages):
     from pcmkimg.agent import AGENT
 
     text = (pages / "ocf_pcmkimg_floating-image.7").read_text()
+    assert '.SH "EXIT STATUS"' in text and text.index("EXIT STATUS") < text.index("SEE ALSO")
     assert AGENT.parameters
     for param in AGENT.parameters:
         assert f"\\fB{param.name}\\fR" in text, param.name
