@@ -92,6 +92,9 @@ def see_also(words: tuple[str, ...], every: list[tuple[str, ...]]) -> str:
 MAN = SRC / "packaging" / "man"
 ITEM = re.compile(r"- |\d+\. ")
 """A list item of the pages' markdown: a bullet or a number."""
+LEADERS = (".", "'", "[", "/")
+"""What a line must not start with: a roff request, or a section or pattern to help2man's
+--include reader. A leading ``\\&`` (zero width) keeps it text."""
 BREAK = re.compile(r"- |\d+\. |#|\||```")
 """A line that starts something new rather than going on with the paragraph above."""
 
@@ -103,7 +106,7 @@ def inline(text: str) -> str:
     text = re.sub(r"`([^`]+)`", r"\\fB\1\\fR", text)
     text = re.sub(r"\*\*([^*]+)\*\*", r"\\fB\1\\fR", text)
     text = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"\\fI\1\\fR", text)
-    return "\\&" + text if text[:1] in (".", "'") else text
+    return "\\&" + text if text[:1] in LEADERS else text
 
 
 def roff(markdown: str, heading: str) -> str:
@@ -117,8 +120,8 @@ def roff(markdown: str, heading: str) -> str:
         line = lines[i]
         if line.startswith("```"):
             end = lines.index("```", i + 1)
-            code = [("\\&" + c if c[:1] in (".", "'") else c) for c in lines[i + 1 : end]]
-            code = [c.replace("\\", "\\e").replace("-", "\\-") for c in code]
+            code = [c.replace("\\", "\\e").replace("-", "\\-") for c in lines[i + 1 : end]]
+            code = [("\\&" + c if c[:1] in LEADERS else c) for c in code]
             out += [".PP", ".RS 4", ".nf", *code, ".fi", ".RE"]
             i = end + 1
             continue

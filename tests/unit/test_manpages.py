@@ -115,3 +115,54 @@ def test_the_agent_page_has_every_parameter(pages):
     assert AGENT.parameters
     for param in AGENT.parameters:
         assert f"\\fB{param.name}\\fR" in text, param.name
+
+
+def test_the_pages_markdown_becomes_roff():
+    """packaging/man/*.md as roff: sections, paragraphs, lists, tables, code; escapes, and no
+    line that roff or help2man's --include reader would take for something else."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("manpages", REPO / "packaging" / "manpages.py")
+    assert spec and spec.loader
+    manpages = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(manpages)
+    text = "\n".join(
+        [
+            "# title, left out",
+            "## EXIT STATUS",
+            "A `--flag` and **bold**,",
+            "one paragraph.",
+            "",
+            "- an item",
+            "1. a step",
+            "| code | meaning |",
+            "|---|---|",
+            "| 3 | refused |",
+            "```",
+            "[nodes]",
+            ".dot a\\b-c",
+            "```",
+            "[a link](elsewhere.md)",
+        ]
+    )
+    assert manpages.roff(text, "[{}]").splitlines() == [
+        "[EXIT STATUS]",
+        ".PP",
+        r"A \fB\-\-flag\fR and \fBbold\fR, one paragraph.",
+        r".IP \(bu 2",
+        "an item",
+        ".IP 1. 4",
+        "a step",
+        ".TP",
+        "3",
+        "refused",
+        ".PP",
+        ".RS 4",
+        ".nf",
+        r"\&[nodes]",
+        r"\&.dot a\eb\-c",
+        ".fi",
+        ".RE",
+        ".PP",
+        "a link",
+    ]
