@@ -213,3 +213,26 @@ def test_the_readme_command_lines_parse(words: list[str]) -> None:
 
 def test_the_readme_has_command_lines_to_parse() -> None:
     assert len(readme_lines()) >= 10
+
+
+def test_the_conf_page_and_the_shipped_file_document_every_section_and_key() -> None:
+    """pcmkimg.conf(5) and the example the RPM installs name every section the configuration
+    reads, each key of it and its default."""
+    from pcmkimg.adapters import config
+
+    keys = {
+        "scheme": config._SCHEME_KEYS,
+        "ssh": config._SSH_KEYS,
+        "lease": ("period",),
+        "metrics": ("textfile_dir",),
+        "registries": ("tls_verify",),
+    }
+    page = (ROOT / "packaging" / "man" / "pcmkimg.conf.md").read_text()
+    shipped = (ROOT / "packaging" / "pcmkimg.conf").read_text()
+    for section in config._SECTIONS:
+        assert f"## [{section}]" in page, section
+        assert f"\n[{section}]\n" in shipped, section
+        for key in keys.get(section, ()):
+            assert f"`{key}`" in page, (section, key)
+            assert key in shipped.split(f"\n[{section}]\n")[1].split("\n[")[0], (section, key)
+    assert f"period = {config.DEFAULT_PERIOD:g}" in shipped
