@@ -236,3 +236,19 @@ def test_the_conf_page_and_the_shipped_file_document_every_section_and_key() -> 
             assert f"`{key}`" in page, (section, key)
             assert key in shipped.split(f"\n[{section}]\n")[1].split("\n[")[0], (section, key)
     assert f"period = {config.DEFAULT_PERIOD:g}" in shipped
+
+
+def test_the_by_hand_guard_recipe_uses_the_codes_colocation_score() -> None:
+    """The guard's colocation by hand is the score `guard add` writes (INFINITY would stop a
+    guarded promotable bundle's inner instances on Pacemaker 3.0)."""
+    from pcmkimg.core.cib.read import GUARD_COLOCATION_SCORE
+
+    recipes = [
+        line
+        for p in DOCS
+        for line in p.read_text().splitlines()
+        if line.startswith("pcs constraint colocation add") and "guard" in line
+    ]
+    assert recipes
+    for line in recipes:
+        assert line.split()[-1] == str(GUARD_COLOCATION_SCORE), line
