@@ -252,3 +252,16 @@ def test_the_by_hand_guard_recipe_uses_the_codes_colocation_score() -> None:
     assert recipes
     for line in recipes:
         assert line.split()[-1] == str(GUARD_COLOCATION_SCORE), line
+
+
+def test_the_metrics_table_is_the_families_the_code_exports() -> None:
+    """docs/monitoring.md's table lists each metric family `pcmkimg metrics` makes, and no
+    other (the names as pcmkimg/core/metrics.py builds them: PREFIX + fam's name)."""
+    from pcmkimg.core import metrics
+
+    source = (ROOT / "pcmkimg" / "core" / "metrics.py").read_text()
+    made = {metrics.PREFIX + n for n in re.findall(r'\bfam\(\s*"([a-z_]+)"', source)}
+    table = (ROOT / "docs" / "monitoring.md").read_text().split("| metric | labels | value |")[1]
+    listed = set(re.findall(r"^\| `(pcmkimg_[a-z_]+)` \|", table.split("\n\n")[0], flags=re.M))
+    assert len(made) >= 15
+    assert listed == made
