@@ -30,8 +30,9 @@ from pcmkimg.adapters import lease as leasing
 from pcmkimg.core import plan, release
 from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.core.report import NodeResult
-from pcmkimg.workflows import nodestep
+from pcmkimg.workflows.nodestep import turn
 from pcmkimg.workflows.session import Session
+from pcmkimg.workflows.step import NodeStep
 
 
 class Turns(Protocol):
@@ -69,7 +70,7 @@ def execute(session: Session, the_plan: release.ReleasePlan, report: Turns) -> N
             session.clear_written_back(bundles)  # one read for every bundle
             results = report.turn(node_turn.node, node_turn.services)
             steps = [
-                nodestep.NodeStep(
+                NodeStep(
                     the_plan.item(s).bundle,
                     results[s],
                     the_plan.item(s).entry.image,
@@ -79,7 +80,7 @@ def execute(session: Session, the_plan: release.ReleasePlan, report: Turns) -> N
                 )
                 for s in node_turn.services
             ]
-            nodestep.turn(session, steps)
+            turn(session, steps)
         session.clear_written_back(bundles)
     session.holding = None
     for item in the_plan.items:

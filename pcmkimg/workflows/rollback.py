@@ -22,8 +22,9 @@ from pcmkimg.errors import PcmkimgError
 from pcmkimg.records import dataclass
 from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.errors import UpdateFailed
-from pcmkimg.workflows.nodestep import NodeStep, turn
+from pcmkimg.workflows.nodestep import turn
 from pcmkimg.workflows.session import Session
+from pcmkimg.workflows.step import NodeStep
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import podman as images
@@ -23,11 +23,16 @@ from pcmkimg.errors import PcmkimgError
 from pcmkimg.records import dataclass, field
 from pcmkimg.workflows.context import ClusterPort, StoresPort
 from pcmkimg.workflows.errors import DigestRefused, PullsFailed
+from pcmkimg.workflows.step import NodeStep
 
 LEFT_BEHIND = ", left behind by an earlier restart"
 """Why a ban or pin of ours is there when a command starts (a killed restart's)."""
 WRITTEN_BACK = ": another CIB writer had put it back"
 """Why one is there between two nodes (a stale replace of the configuration)."""
+
+
+Check = Callable[["Session", Sequence[NodeStep], cib.ClusterStatus], None]
+"""A check of a node's steps before the node's first write (see :attr:`Session.checks`)."""
 
 
 class PullCancelled(Exception):
@@ -56,6 +61,13 @@ class Session:
     failures are worded as a release's; False: a single service's update (or a rollback)."""
     soak: float = 0
     """Seconds to watch a node's restarted replicas before the next node (a release's)."""
+    checks: tuple[Check, ...] = ()
+    """Run by each node's turn (:func:`pcmkimg.workflows.nodestep.turn`) after its health
+    check and before its first write, in order: each gets this session, the node's steps
+    (their node, bundles, target image IDs and names; nothing retagged yet, no holds) and the
+    turn's look at the cluster (``crm_mon``, read once for the turn); it raises (a
+    :class:`~pcmkimg.core.errors.PreflightFailed`: exit 3, "stopped before NODE, which was
+    not touched") to refuse the node, and returns to let it go on."""
     holding: leasing.Holding | None = field(default=None, repr=False)
     """The lease this run holds (None: none yet, or released)."""
     snapshot: cib.Element | None = field(default=None, repr=False)

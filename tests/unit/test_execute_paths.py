@@ -29,11 +29,12 @@ from pcmkimg.core.errors import PreflightFailed, RestartRefusedError
 from pcmkimg.core.reference import parse
 from pcmkimg.core.report import NodeResult, UpdateReport
 from pcmkimg.errors import PcmkimgError
-from pcmkimg.workflows import nodestep
+from pcmkimg.workflows import noderollback, nodestep
 from pcmkimg.workflows import update as execute
 from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
 from pcmkimg.workflows.release import execute as execute_plan
 from pcmkimg.workflows.session import Session
+from pcmkimg.workflows.step import NodeStep, Undo
 from tests import fixtures
 from tests.fakes import (
     BUNDLE_ID,
@@ -103,10 +104,10 @@ def entries(tmp_path: Path, event: str) -> list[dict]:
     return [e for e in history(tmp_path) if e["event"] == event]
 
 
-def step_on(node: str, res: NodeResult | None = None, **kw: object) -> nodestep.NodeStep:
+def step_on(node: str, res: NodeResult | None = None, **kw: object) -> NodeStep:
     """The node step of the update of mariadb to the new image on ``node``."""
     res = res or NodeResult(node)
-    return nodestep.NodeStep(BUNDLE, res, parse(NEW_REF), NEW_ID, **kw)  # type: ignore[arg-type]
+    return NodeStep(BUNDLE, res, parse(NEW_REF), NEW_ID, **kw)  # type: ignore[arg-type]
 
 
 def update(
@@ -302,7 +303,7 @@ def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(tmp_path: Pa
 def test_a_store_error_while_publishing_does_not_leave_the_name_moved(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
-    store.fail("resolve", None, unreachable())  # update_node's own resolve works, publish's fails
+    store.fail("resolve", None, unreachable())  # the step's own resolve works, publish's fails
     res, raised = update(make_session(tmp_path, cluster), "controller-0")
     # Either the update went on (the attribute is informative only), or the node was rolled
     # back; never an error with the floating name left on an image the replica does not run.
@@ -314,7 +315,7 @@ def test_a_store_error_while_publishing_does_not_leave_the_name_moved(tmp_path: 
         assert store.names[FLOATING] == OLD_ID
 
 
-# --------------------------------------------------------------------------- 3. rollback_node
+# --------------------------------------------------------------------------- 3. roll_back
 
 
 def store_after_update(node: str, *, running_image: str | None) -> FakeStore:
@@ -353,7 +354,7 @@ def rollback(
     step = step_on(store.node, res, retag=retag, holds=FakeHolds([]))
     try:
         session = make_session(tmp_path, cluster, {store.node: store})
-        nodestep.roll_back(session, [nodestep.Undo(step, retag)])
+        noderollback.roll_back(session, [Undo(step, retag)])
     except Exception as exc:  # the tests look at the error
         return res, exc
     return res, None
