@@ -1061,3 +1061,24 @@ def test_no_rollback_once_the_lease_may_be_another_holders(tmp_path: Path) -> No
     assert res.result == "failed" and not res.rolled_back
     assert store.names[FLOATING] == NEW_ID  # the name stays as the journal's retag says
     assert events(tmp_path) == ["retag", "restart", "failed", "failed"]
+
+
+def test_a_check_of_the_session_refuses_a_node_before_its_first_write(tmp_path: Path) -> None:
+    """The hook of the checks before a node's first write (the scheduler's simulation, a
+    pending fence): it sees the node's steps before any retag, with the turn's look at the
+    cluster, and a refusal leaves the node untouched."""
+    store = store_on_old("controller-0")
+    cluster = cluster_of({"controller-0": store})
+    seen: list[tuple[str, bool, bool]] = []
+
+    def refuse(session: Session, steps: Sequence[NodeStep], status: cib.ClusterStatus) -> None:
+        seen.extend((s.node, s.retag is None, status.node(s.node) is not None) for s in steps)
+        raise PreflightFailed("stopped before controller-0, which was not touched", "fix it")
+
+    session = make_session(tmp_path, cluster)
+    session.checks = (refuse,)
+    res, raised = update(session, "controller-0")
+    assert isinstance(raised, PreflightFailed)
+    assert seen == [("controller-0", True, True)]
+    assert store.called("retag") == [] and res.result == "pending"
+    assert cluster.kinds("hold", "restart", "cleanup", "attribute") == []
