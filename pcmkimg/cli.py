@@ -440,36 +440,26 @@ def update(
         )
     env = _env()
     ctx = _context(env, progress=PullDisplay(sys.stderr))  # one updating line per node
-    if image is not None and not soak:
-        from pcmkimg.workflows import update
-
-        request = update.UpdateRequest(
-            services[0], image, nodes, every, digest, not no_restart, timeout, dry_run
-        )
-        outcome = update.run(ctx, request)
-        lines = outcome.plan.lines() if outcome.report is None else [outcome.report.summary()]
-        env.out(outcome.as_dict(), lines)
-        return
     from pathlib import Path
 
-    from pcmkimg.workflows import release
+    from pcmkimg.workflows import update
 
-    pairs = services if image is None else (f"{services[0]}={image} {digest or ''}".strip(),)
-    found = release.run(
-        ctx,
-        release.ReleaseRequest(
-            pairs,
-            Path(images_file) if images_file else None,
-            nodes,
-            every,
-            not no_restart,
-            timeout,
-            soak,
-            dry_run,
-        ),
+    request = update.UpdateRequest(
+        services[0] if image is not None else "",
+        image,
+        nodes,
+        every,
+        digest,
+        not no_restart,
+        timeout,
+        dry_run,
+        pairs=services if image is None else (),
+        images_file=Path(images_file) if images_file else None,
+        soak=soak,
     )
-    lines = found.plan.lines() if found.report is None else [found.report.summary()]
-    env.out(found.as_dict(), lines)
+    outcome = update.run(ctx, request)
+    lines = outcome.plan.lines() if outcome.report is None else [outcome.report.summary()]
+    env.out(outcome.as_dict(), lines)
 
 
 @cli.command()

@@ -105,7 +105,7 @@ def after_restart_problems(
 
 
 StepKind = Literal["lease", "preflight", "pull", "update", "release"]
-"""What a step does; :meth:`pcmkimg.workflows.update.Updater.run` runs each kind."""
+"""What a step does; :func:`pcmkimg.core.release.of_update` turns the steps into what runs."""
 
 
 @dataclass(frozen=True)

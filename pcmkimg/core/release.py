@@ -342,3 +342,20 @@ def plan_release(
         pulls[node] = tuple(dict.fromkeys(refs))
     moves = promotion_moves(order, active, promoted)
     return ReleasePlan(items, tuple(turns), restart, pulls, tuple(moves))
+
+
+def of_update(the_plan: plan.Plan) -> ReleasePlan:
+    """A single service's update plan as what runs it: the release of that one service, its
+    node steps in the order of the plan's ``update`` steps, its pull on the pull step's
+    nodes (what ``--dry-run`` prints is what runs)."""
+    bundle = the_plan.bundle
+    ref = the_plan.ref or parse(the_plan.image)
+    service = (bundle.service,)
+    turns = tuple(
+        NodeTurn(step.nodes[0], service, service if step.restart else ())
+        for step in the_plan.steps
+        if step.kind == "update"
+    )
+    pulled = next((step.nodes for step in the_plan.steps if step.kind == "pull"), ())
+    item = Item(bundle, Entry(bundle.service, ref, the_plan.digest))
+    return ReleasePlan((item,), turns, the_plan.restart, {n: (str(ref),) for n in pulled})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pcmkimg.records import dataclass, field
@@ -48,6 +49,13 @@ class UpdateReport:
     target: str
     nodes: list[NodeResult] = field(default_factory=list)
 
+    def turn(self, node: str, services: Sequence[str]) -> dict[str, NodeResult]:
+        """The result of ``node``'s turn (its one service's), in the report from its start
+        (also when the turn fails)."""
+        res = NodeResult(node)
+        self.nodes.append(res)
+        return {s: res for s in services}
+
     @property
     def restarted(self) -> int:
         return sum(1 for n in self.nodes if n.restarted)
@@ -82,4 +90,38 @@ class UpdateReport:
             "restarted": self.restarted,
             "longest_down_seconds": None if down is None else round(down, 3),
             "longest_restart_seconds": round(self.longest_restart, 3),
+        }
+
+
+@dataclass
+class ReleaseReport:
+    """Per node, per service, what a release did."""
+
+    nodes: list[dict[str, NodeResult]] = field(default_factory=list)
+    """Each node's turn so far, in order: its services' results."""
+    names: list[str] = field(default_factory=list)
+    """The node of each turn in :attr:`nodes`."""
+
+    def turn(self, node: str, services: Sequence[str]) -> dict[str, NodeResult]:
+        """The results of ``node``'s turn, one per service, in the report from its start (also
+        when the turn fails)."""
+        results = {s: NodeResult(node) for s in services}
+        self.nodes.append(results)
+        self.names.append(node)
+        return results
+
+    def restarted(self) -> int:
+        return sum(r.restarted for per in self.nodes for r in per.values())
+
+    def summary(self) -> str:
+        done = sum(all(r.result != "pending" for r in per.values()) for per in self.nodes)
+        return f"{done} node(s) done, {self.restarted()} container(s) restarted"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "nodes": [
+                {"node": node, "services": {s: r.as_dict() for s, r in per.items()}}
+                for node, per in zip(self.names, self.nodes)
+            ],
+            "restarted": self.restarted(),
         }

@@ -1,6 +1,6 @@
 """``pcmkimg rollback``: the floating name back to the rollback image on one node.
 
-The same node step as an update (:class:`~pcmkimg.workflows.update.Updater`), to the image kept
+The same node step as an update (:func:`pcmkimg.workflows.nodestep.turn`), to the image kept
 under the rollback name: a retag (a swap: the rollback name then keeps the image it replaced)
 and a restart of that node's replica, checked and rolled back on failure like any update.
 """
@@ -17,11 +17,14 @@ from pcmkimg.core import naming, plan
 from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.core.images import HOLD_TAG, unswap_plan
 from pcmkimg.core.reference import Reference
+from pcmkimg.core.report import NodeResult
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.records import dataclass
 from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.errors import UpdateFailed
-from pcmkimg.workflows.update import NodeResult, Updater
+from pcmkimg.workflows.nodestep import turn
+from pcmkimg.workflows.session import Session
+from pcmkimg.workflows.step import NodeStep
 
 
 @dataclass(frozen=True)
@@ -62,14 +65,15 @@ def run(ctx: Context, req: RollbackRequest) -> RollbackReport:
                 f"use {cmd.shown(cmd.update(node, bundle.service))}",
             )
 
-        updater = Updater(
+        session = Session(
             ctx.cluster, stores, jrnl, ctx.say, req.timeout, ctx.lease_period, holding=held
         )
-        updater.baseline = plan.health(updater.preflight_read([bundle]).status, bundle.id)
+        read = session.preflight_read([bundle])
+        session.baselines[bundle.id] = plan.health(read.status, bundle.id)
         res = NodeResult(node)
-        updater.record("rollback", service=bundle.service, node=node, to=target.id)
+        session.record("rollback", service=bundle.service, node=node, to=target.id)
         try:
-            updater.update_node(bundle, res, back, target.id, True)
+            turn(session, [NodeStep(bundle, res, back, target.id)])
         except UpdateFailed as exc:
             cause = exc.__cause__
             said = cause.message if isinstance(cause, PcmkimgError) else exc.message

@@ -1,5 +1,5 @@
 """The pull display on real pulls: 3 podman node services pulling from the sandbox registry in
-parallel, as ``Updater.pull_all`` does, shown on a (fake) terminal and in plain lines."""
+parallel, as ``Session.pull_all`` does, shown on a (fake) terminal and in plain lines."""
 
 from __future__ import annotations
 

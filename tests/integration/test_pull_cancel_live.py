@@ -55,7 +55,7 @@ def stalling() -> Iterator[StallingRegistry]:
     registry.close()
 
 
-# The update's pull step (Updater.pull_all over the real stores), under the CLI's signal
+# The update's pull step (Session.pull_all over the real stores), under the CLI's signal
 # handling; prints "pulling" once it started, then how it ended.
 CHILD = """
 import sys, tempfile
@@ -64,7 +64,7 @@ from pcmkimg.adapters import config, journal, signals
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters import podman as images
 from pcmkimg.core.reference import parse
-from pcmkimg.workflows.update import Updater
+from pcmkimg.workflows.session import Session
 
 conf = config.parse(Path(sys.argv[1]).read_text())
 ref = parse(sys.argv[2])
@@ -73,8 +73,8 @@ try:
     with signals.sigterm_raises():
         with images.open_stores(conf, None) as stores:
             jrnl = journal.open_journal(Path(tempfile.mkdtemp()))
-            updater = Updater(pm.Pacemaker(), stores, jrnl, lambda t: print(t, flush=True))
-            updater.pull_all(nodes, ref, None)
+            session = Session(pm.Pacemaker(), stores, jrnl, lambda t: print(t, flush=True))
+            session.pull_all(nodes, ref, None)
 except (KeyboardInterrupt, signals.Terminated) as exc:
     print(f"stopped: {type(exc).__name__}", flush=True)
     sys.exit(1)

@@ -386,7 +386,7 @@ def run_restart(sim: Sim, outcome: str, *, pin: bool = True) -> str:
         for node in placed:
             remove(sim.work, sim.bundle, node)
     sim.transition()  # the cluster reacts before the rollback's cleanup
-    # The rollback (rollback_node): the replica is down, so: cleanup, settle, is it back?
+    # The rollback (noderollback.roll_back): the replica is down, so: cleanup, settle, is it back?
     mine = sim.state().replica_on(sim.bundle, sim.node)
     if mine is None or not mine.active or mine.failed:
         sim.cleanup()

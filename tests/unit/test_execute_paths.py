@@ -1,5 +1,6 @@
-"""The failure paths of the update workflow (``pcmkimg.workflows.update.Updater``) with the
-fakes of its two ports (``tests/fakes.py``), no cluster.
+"""The failure paths of the update workflow (the node step, ``pcmkimg.workflows.nodestep``, and
+``pcmkimg.workflows.update.run``) with the fakes of its two ports (``tests/fakes.py``), no
+cluster.
 
 A :class:`~tests.fakes.FakeStore` per node stands for its podman store: the primitives of the
 store port (inspect, tag, untag, containers, events) over names -> image IDs, the running
@@ -23,12 +24,17 @@ from pcmkimg import records
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.errors import BanNotRemovedError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import Journal, history
-from pcmkimg.core import cib, lease, plan
+from pcmkimg.core import cib, lease, plan, release
 from pcmkimg.core.errors import PreflightFailed, RestartRefusedError
 from pcmkimg.core.reference import parse
+from pcmkimg.core.report import NodeResult, UpdateReport
 from pcmkimg.errors import PcmkimgError
+from pcmkimg.workflows import noderollback, nodestep
 from pcmkimg.workflows import update as execute
 from pcmkimg.workflows.errors import DigestRefused, PullsFailed, RollbackFailed, UpdateFailed
+from pcmkimg.workflows.release import execute as execute_plan
+from pcmkimg.workflows.session import Session
+from pcmkimg.workflows.step import NodeStep, Undo
 from tests import fixtures
 from tests.fakes import (
     BUNDLE_ID,
@@ -39,6 +45,7 @@ from tests.fakes import (
     FakeStore,
     FakeStores,
     container_of,
+    context,
     key,
 )
 
@@ -75,12 +82,12 @@ def store_on_old(node: str, *, running: bool = True, pulled_new: bool = True) ->
     )
 
 
-def make_updater(
+def make_session(
     tmp_path: Path, cluster: FakeCluster, stores: Mapping[str, FakeStore] | None = None
-) -> execute.Updater:
-    """An updater on the cluster port ``cluster`` and the stores port over ``stores`` (by
+) -> Session:
+    """A run's session on the cluster port ``cluster`` and the stores port over ``stores`` (by
     default the cluster's)."""
-    return execute.Updater(
+    return Session(
         cluster,
         FakeStores(cluster.stores if stores is None else stores),
         Journal(tmp_path / "journal.jsonl", "run-1"),
@@ -97,12 +104,20 @@ def entries(tmp_path: Path, event: str) -> list[dict]:
     return [e for e in history(tmp_path) if e["event"] == event]
 
 
+def step_on(node: str, res: NodeResult | None = None, **kw: object) -> NodeStep:
+    """The node step of the update of mariadb to the new image on ``node``."""
+    res = res or NodeResult(node)
+    return NodeStep(BUNDLE, res, parse(NEW_REF), NEW_ID, **kw)  # type: ignore[arg-type]
+
+
 def update(
-    updater: execute.Updater, node: str, *, restart: bool = True
-) -> tuple[execute.NodeResult, BaseException | None]:
-    res = execute.NodeResult(node)
+    session: Session, node: str, *, restart: bool = True
+) -> tuple[NodeResult, BaseException | None]:
+    """The node's turn of a single service's update (one node step)."""
+    step = step_on(node, restart=restart)
+    res = step.res
     try:
-        updater.update_node(BUNDLE, res, parse(NEW_REF), NEW_ID, restart)
+        nodestep.turn(session, [step])
     except Exception as exc:  # the tests look at the error and at what was left behind
         return res, exc
     return res, None
@@ -133,7 +148,7 @@ def unreachable() -> PcmkimgError:
 def test_update_node_restarts_onto_the_new_image(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
-    res, error = update(make_updater(tmp_path, cluster), "controller-0")
+    res, error = update(make_session(tmp_path, cluster), "controller-0")
     assert error is None
     assert (res.result, res.before, res.after, res.retagged, res.restarted) == (
         "ok",
@@ -168,7 +183,7 @@ def test_a_restart_error_after_the_retag_rolls_the_node_back(
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (error, stopped)
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, UpdateFailed)
     assert raised.__cause__ is error
@@ -195,7 +210,7 @@ def test_a_store_error_after_the_retag_rolls_the_node_back(tmp_path: Path) -> No
     cluster = cluster_of({"controller-0": store})
     error = unreachable()
     store.fail("containers", error)  # the first look at the running container
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, UpdateFailed) and raised.__cause__ is error
     assert raised.fix == error.fix
@@ -216,7 +231,7 @@ def test_a_replica_that_did_not_come_back_is_rolled_back_with_the_image_advice(
         "restart of galera-bundle on controller-0: replica is not running", "fix the cause"
     )
     cluster.restart_errors["controller-0"] = (failed, True)
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, UpdateFailed)
     assert raised.fix.startswith(f"{NEW_REF} does not run here")
@@ -233,7 +248,7 @@ def test_a_failure_after_the_restart_restarts_the_replica_back_onto_the_old_imag
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
     store.fail("containers", None, unreachable())  # before the restart: fine; after: fails
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert cluster.kinds("restart") == [("restart", "controller-0")] * 2
@@ -252,7 +267,7 @@ def test_a_failure_when_the_name_did_not_move_is_raised_as_it_is(tmp_path: Path)
     cluster = cluster_of({"controller-0": store})
     error = timed_out()
     cluster.restart_errors["controller-0"] = (error, False)
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
 
     assert raised is error
     assert not res.retagged and not res.rolled_back and res.result == "failed"
@@ -275,7 +290,7 @@ def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(tmp_path: Pa
         "restart of galera-bundle on controller-0 failed: start error", "fix the cause"
     )
     cluster.restart_errors["controller-0"] = (failed, True)
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
 
     assert isinstance(raised, UpdateFailed) and raised.__cause__ is failed
     assert not res.retagged and res.rolled_back and res.result == "rolled-back"
@@ -288,8 +303,8 @@ def test_a_rerun_whose_start_fails_rolls_back_to_the_rollback_image(tmp_path: Pa
 def test_a_store_error_while_publishing_does_not_leave_the_name_moved(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
-    store.fail("resolve", None, unreachable())  # update_node's own resolve works, publish's fails
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    store.fail("resolve", None, unreachable())  # the step's own resolve works, publish's fails
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
     # Either the update went on (the attribute is informative only), or the node was rolled
     # back; never an error with the floating name left on an image the replica does not run.
     if raised is None:
@@ -300,7 +315,7 @@ def test_a_store_error_while_publishing_does_not_leave_the_name_moved(tmp_path: 
         assert store.names[FLOATING] == OLD_ID
 
 
-# --------------------------------------------------------------------------- 3. rollback_node
+# --------------------------------------------------------------------------- 3. roll_back
 
 
 def store_after_update(node: str, *, running_image: str | None) -> FakeStore:
@@ -333,12 +348,13 @@ def rolling_back(running_image: str | None) -> tuple[FakeStore, FakeCluster]:
 
 def rollback(
     tmp_path: Path, cluster: FakeCluster, store: FakeStore, before: str | None = OLD_ID
-) -> tuple[execute.NodeResult, BaseException | None]:
-    res = execute.NodeResult(store.node, before=before, after=NEW_ID, retagged=True)
+) -> tuple[NodeResult, BaseException | None]:
+    res = NodeResult(store.node, before=before, after=NEW_ID, retagged=True)
+    retag = moved(store.node, before)
+    step = step_on(store.node, res, retag=retag, holds=FakeHolds([]))
     try:
-        make_updater(tmp_path, cluster, {store.node: store}).rollback_node(
-            BUNDLE, store.node, res, moved(store.node, before), FakeHolds([])
-        )
+        session = make_session(tmp_path, cluster, {store.node: store})
+        noderollback.roll_back(session, [Undo(step, retag)])
     except Exception as exc:  # the tests look at the error
         return res, exc
     return res, None
@@ -420,7 +436,7 @@ def test_update_of_a_node_without_the_floating_name_cannot_be_rolled_back(tmp_pa
     cluster = cluster_of({"controller-0": store})
     error = timed_out()
     cluster.restart_errors["controller-0"] = (error, True)
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
     assert isinstance(raised, RollbackFailed)
     assert raised.__context__ is error  # raised while handling the restart's failure
     assert res.before is None and res.retagged and not res.rolled_back
@@ -437,17 +453,18 @@ def restart_if_needed(
     *,
     guard_failed: bool = False,
     restart: bool = True,
-) -> tuple[FakeStore, FakeCluster, execute.NodeResult]:
+) -> tuple[FakeStore, FakeCluster, NodeResult]:
     """_restart_if_needed on controller-2 just retagged, its replica running ``running_image``
     (or down), with the guard of guard.xml; ``guard_failed``: the guard's start failed there."""
     store = store_after_update("controller-2", running_image=running_image)
     cluster = cluster_of({"controller-2": store}, config="guard.xml")
     if guard_failed:
         cluster.extra_failures.append(guard_failure("controller-2"))
-    res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
-    updater = make_updater(tmp_path, cluster, {store.node: store})
+    res = NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
+    session = make_session(tmp_path, cluster, {store.node: store})
     holds = FakeHolds(cluster.events)
-    assert updater._restart_if_needed(BUNDLE, res, NEW_ID, restart, moved(store.node), holds) is res
+    step = step_on(store.node, res, restart=restart, retag=moved(store.node), holds=holds)
+    nodestep.restart_together(session, [step], None)
     return store, cluster, res
 
 
@@ -522,25 +539,27 @@ def three_nodes(config: str = "base.xml") -> tuple[dict[str, FakeStore], FakeClu
 
 def run(
     tmp_path: Path, cluster: FakeCluster, *, restart: bool = True
-) -> tuple[execute.UpdateReport, BaseException | None]:
-    facts = [plan.NodeFacts(n, active=True) for n in NODES]
-    the_plan = plan.plan_update(BUNDLE, parse(NEW_REF), facts, None, restart=restart)
-    assert the_plan.targets == NODES
-    report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF)
+) -> tuple[list[dict], BaseException | None]:
+    """``pcmkimg update mariadb --image NEW_REF --all``: the report's nodes (``--json``'s),
+    and the error."""
+    ctx = context(cluster, journal_dir=tmp_path)
+    req = execute.UpdateRequest("mariadb", NEW_REF, every=True, restart=restart, timeout=TIMEOUT)
     try:
-        make_updater(tmp_path, cluster).run(the_plan, report)
-    except Exception as exc:  # the tests look at the error and the report
-        return report, exc
-    return report, None
+        outcome = execute.run(ctx, req)
+    except PcmkimgError as exc:  # the tests look at the error and the report it carries
+        assert isinstance(exc.report, dict)
+        return exc.report["nodes"], exc  # type: ignore[index,return-value]
+    assert isinstance(outcome.report, UpdateReport)
+    return outcome.report.as_dict()["nodes"], None  # type: ignore[return-value]
 
 
 def test_run_writes_no_lease_renewal_before_a_node_or_a_restart(tmp_path: Path) -> None:
     """The lease is renewed from its own thread (every period / 3): no step of the update
     writes it, so no CIB write of ours delays a restart's stop."""
     stores, cluster = three_nodes()
-    report, raised = run(tmp_path, cluster)
+    nodes, raised = run(tmp_path, cluster)
     assert raised is None
-    assert [n.result for n in report.nodes] == ["ok"] * 3
+    assert [n["result"] for n in nodes] == ["ok"] * 3
     steps = cluster.kinds("acquire", "renew", "restart", "release")
     assert steps == [
         ("acquire", f"{lease.DEFAULT_PERIOD:g}"),
@@ -561,8 +580,8 @@ def test_a_ban_a_killed_run_left_is_removed_and_the_cluster_settles_before_the_p
     stores, cluster = three_nodes()
     left = "cli-ban-galera-bundle-on-controller-0"
     cluster.own_bans = [left]  # what the cluster port finds (for galera-bundle) and removes
-    report, raised = run(tmp_path, cluster)
-    assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
+    nodes, raised = run(tmp_path, cluster)
+    assert raised is None and [n["result"] for n in nodes] == ["ok"] * 3
     assert cluster.kinds("acquire", "removed-bans", "wait", "restart")[:3] == [
         ("acquire", f"{lease.DEFAULT_PERIOD:g}"),
         ("removed-bans", left),
@@ -589,8 +608,8 @@ def test_a_replica_still_down_is_waited_for_before_the_preflight_takes_its_basel
             stores["controller-1"].start(down, OLD_ID)
 
     cluster.wait = pacemaker_brings_it_back  # type: ignore[method-assign]
-    report, raised = run(tmp_path, cluster)
-    assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
+    nodes, raised = run(tmp_path, cluster)
+    assert raised is None and [n["result"] for n in nodes] == ["ok"] * 3
     assert [e[0] for e in cluster.kinds("acquire", "wait", "restart")][:4] == [
         "acquire",
         "wait",  # crm_resource --wait,
@@ -606,16 +625,16 @@ def test_a_node_looks_at_the_cluster_once_before_and_once_after_its_restart(
     """Each node's step reads the cluster's state (crm_mon) once for the check of the other
     replicas and the replica to restart, and once after the restart. It was three times."""
     stores, cluster = three_nodes()
-    report, raised = run(tmp_path, cluster)
-    assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
+    nodes, raised = run(tmp_path, cluster)
+    assert raised is None and [n["result"] for n in nodes] == ["ok"] * 3
     assert cluster.status_reads == 3 * 2
 
 
 def test_run_without_restarts_takes_and_releases_the_lease_once(tmp_path: Path) -> None:
     stores, cluster = three_nodes()
-    report, raised = run(tmp_path, cluster, restart=False)
+    nodes, raised = run(tmp_path, cluster, restart=False)
     assert raised is None
-    assert [n.result for n in report.nodes] == ["retag-only"] * 3
+    assert [n["result"] for n in nodes] == ["retag-only"] * 3
     assert [e[0] for e in cluster.kinds("acquire", "renew", "restart", "release")] == [
         "acquire",
         "release",
@@ -625,9 +644,9 @@ def test_run_without_restarts_takes_and_releases_the_lease_once(tmp_path: Path) 
 def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(tmp_path: Path) -> None:
     stores, cluster = three_nodes()
     cluster.restart_errors["controller-1"] = (timed_out(), True)
-    report, raised = run(tmp_path, cluster)
+    nodes, raised = run(tmp_path, cluster)
     assert isinstance(raised, UpdateFailed)
-    assert [(n.node, n.result) for n in report.nodes] == [
+    assert [(n["node"], n["result"]) for n in nodes] == [
         ("controller-0", "ok"),
         ("controller-1", "rolled-back"),
     ]
@@ -641,14 +660,14 @@ def test_run_stops_at_the_first_failed_node_and_leaves_the_rest_untouched(tmp_pa
 
 def test_run_refuses_when_preflight_finds_problems_and_pulls_nothing(tmp_path: Path) -> None:
     stores, cluster = three_nodes("bans.xml")
-    report, raised = run(tmp_path, cluster)
+    nodes, raised = run(tmp_path, cluster)
     assert isinstance(raised, PreflightFailed)
     assert "cli-ban-galera-bundle-on-controller-1" in raised.message
     assert "`pcmkimg check`" in raised.fix
-    assert report.nodes == []
+    assert nodes == []
     assert all(s.called("pull") == [] and s.called("retag") == [] for s in stores.values())
     assert [e[0] for e in cluster.events] == ["acquire", "release"]
-    assert events(tmp_path) == ["start"]
+    assert events(tmp_path) == ["start", "aborted"]  # the command journals its refusal
 
 
 def test_run_retags_nowhere_when_one_pull_fails(tmp_path: Path) -> None:
@@ -657,11 +676,11 @@ def test_run_retags_nowhere_when_one_pull_fails(tmp_path: Path) -> None:
         "pull failed: unauthorized", "log in on the node", node="controller-1"
     )
     stores["controller-1"].fail("pull", denied)
-    report, raised = run(tmp_path, cluster)
+    nodes, raised = run(tmp_path, cluster)
     assert isinstance(raised, PullsFailed)
     assert "controller-1: pull failed: unauthorized" in raised.message
     assert raised.fix == "log in on the node"
-    assert report.nodes == []
+    assert nodes == []
     for node, store in stores.items():
         assert store.called("pull") == [NEW_REF], node  # every node pulled once
         assert store.called("retag") == [] and store.names[FLOATING] == OLD_ID
@@ -740,11 +759,12 @@ def test_a_healed_node_whose_replica_does_not_start_is_a_failure(tmp_path: Path)
     cluster = cluster_of({"controller-2": store}, config="guard.xml")
     cluster.extra_failures.append(guard_failure("controller-2"))
     cluster.starts_on_cleanup = False
-    res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
-    updater = make_updater(tmp_path, cluster, {store.node: store})
+    res = NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
+    session = make_session(tmp_path, cluster, {store.node: store})
+    holds = FakeHolds(cluster.events)
     with pytest.raises(RestartFailedError, match="did not start"):
-        updater._restart_if_needed(
-            BUNDLE, res, NEW_ID, True, moved(store.node), FakeHolds(cluster.events)
+        nodestep.restart_together(
+            session, [step_on(store.node, res, retag=moved(store.node), holds=holds)], None
         )
 
 
@@ -756,7 +776,7 @@ def test_a_ban_left_behind_is_raised_as_it_is_without_a_rollback(tmp_path: Path)
         "`crm_resource --clear --resource galera-bundle --node controller-0`",
     )
     cluster.restart_errors["controller-0"] = (ban, True)
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
     assert raised is ban
     assert res.result == "failed" and not res.rolled_back
     assert store.names[FLOATING] == NEW_ID  # left for the operator, with the ban's fix
@@ -776,7 +796,7 @@ def test_a_rolled_back_attempt_leaves_the_rollback_name_where_it_was(tmp_path: P
     store.names[BACK] = PREV_ID
     cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (timed_out(), True)
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
     assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
     assert store.called("restore") == [f"{FLOATING} -> {OLD_ID}"]
@@ -806,7 +826,7 @@ def test_a_rerun_rolls_back_to_what_the_journal_says_the_first_run_moved(tmp_pat
         RestartFailedError("start failed", "fix it"),
         True,
     )
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
     assert isinstance(raised, UpdateFailed) and res.result == "rolled-back"
     assert store.names[FLOATING] == OLD_ID and store.names[BACK] == PREV_ID
 
@@ -815,11 +835,11 @@ def test_a_node_is_not_touched_while_another_replica_is_down(tmp_path: Path) -> 
     store = store_on_old("controller-0")
     # Only controller-0's store exists: the fake cluster shows replicas 1 and 2 down.
     cluster = cluster_of({"controller-0": store})
-    updater = make_updater(tmp_path, cluster)
-    updater.baseline = plan.Health(
+    session = make_session(tmp_path, cluster)
+    session.baselines[BUNDLE_ID] = plan.Health(
         active={0: "controller-0", 1: "controller-1", 2: "controller-2"}, promoted=3
     )
-    res, raised = update(updater, "controller-0")
+    res, raised = update(session, "controller-0")
     assert isinstance(raised, PreflightFailed)
     assert "stopped before controller-0, which was not touched" in raised.message
     assert "replica 1 of the bundle (on controller-1" in raised.message
@@ -851,7 +871,7 @@ def test_a_failed_start_where_the_name_was_missing_is_cleaned_up_and_started(
         "failed start of galera-bundle-podman-2" in p
         for p in plan.preflight_problems(read, BUNDLE_ID, ["controller-2"])
     )
-    res, raised = update(make_updater(tmp_path, cluster), "controller-2")
+    res, raised = update(make_session(tmp_path, cluster), "controller-2")
     assert raised is None and res.result == "started"
     assert ("cleanup", BUNDLE_ID, "controller-2") in cluster.events
     assert store.image_of(container_of("controller-2")) == NEW_ID
@@ -865,21 +885,21 @@ def test_a_pulled_tag_with_another_digest_is_refused_as_bad_input(tmp_path: Path
         node="controller-1",
     )
     stores["controller-1"].fail("pull", wrong)
-    report, raised = run(tmp_path, cluster)
+    nodes, raised = run(tmp_path, cluster)
     assert isinstance(raised, DigestRefused)
     assert "nothing was retagged or restarted" in raised.message
     assert "1" * 64 in raised.message and "2" * 64 in raised.message
     assert all(s.called("retag") == [] for s in stores.values())
-    assert report.nodes == []
+    assert nodes == []
 
 
 def test_the_report_has_the_real_downtime_beside_the_restart_step(tmp_path: Path) -> None:
     store = store_on_old("controller-0")
     cluster = cluster_of({"controller-0": store})
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
     assert raised is None and res.result == "ok"
     assert res.down_seconds is not None and 0 <= res.down_seconds <= res.restart_seconds
-    report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF, [res])
+    report = UpdateReport(BUNDLE_ID, "mariadb", NEW_REF, [res])
     assert report.as_dict()["longest_down_seconds"] == res.down_seconds
     assert "longest restart step" in report.summary()
 
@@ -892,8 +912,9 @@ def test_the_plan_is_what_runs_step_by_step(tmp_path: Path) -> None:
     full = plan.plan_update(BUNDLE, parse(NEW_REF), facts, None)
     steps = tuple(s for s in full.steps if s.nodes != ("controller-1",))
     steps = (*steps[:3], *reversed(steps[3:-1]), steps[-1])  # controller-2 before controller-0
-    report = execute.UpdateReport(BUNDLE_ID, "mariadb", NEW_REF)
-    make_updater(tmp_path, cluster).run(records.replace(full, steps=steps), report)
+    report = UpdateReport(BUNDLE_ID, "mariadb", NEW_REF)
+    job = release.of_update(records.replace(full, steps=steps))
+    execute_plan(make_session(tmp_path, cluster), job, report)
     assert [n.node for n in report.nodes] == ["controller-2", "controller-0"]
     assert stores["controller-1"].names[FLOATING] == OLD_ID
     assert [e[1] for e in cluster.kinds("restart")] == ["controller-2", "controller-0"]
@@ -950,10 +971,10 @@ def test_run_refuses_what_pacemaker_will_not_carry_out_before_any_pull_or_retag(
     and rolled back (exit 6); now the preflight refuses (exit 3), nothing pulled or retagged."""
     stores, cluster = three_nodes()
     cluster.config = config()
-    report, raised = run(tmp_path, cluster)
+    nodes, raised = run(tmp_path, cluster)
     assert isinstance(raised, PreflightFailed), raised
     assert said in raised.message
-    assert report.nodes == []
+    assert nodes == []
     assert all(s.called("pull") == [] and s.called("retag") == [] for s in stores.values())
     assert [e[0] for e in cluster.events] == ["acquire", "release"]
 
@@ -970,10 +991,11 @@ def test_a_healed_guard_where_every_replica_runs_elsewhere_is_retag_only(tmp_pat
     runtime.set("replicas", "2")  # both run, on controller-0 and controller-1
     cluster.extra_failures.append(guard_failure("controller-2"))
     cluster.starts_on_cleanup = False
-    res = execute.NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
-    updater = make_updater(tmp_path, cluster, {store.node: store})
+    res = NodeResult(store.node, before=OLD_ID, after=NEW_ID, retagged=True)
+    session = make_session(tmp_path, cluster, {store.node: store})
     holds = FakeHolds(cluster.events)
-    assert updater._restart_if_needed(BUNDLE, res, NEW_ID, True, moved(store.node), holds) is res
+    step = step_on(store.node, res, retag=moved(store.node), holds=holds)
+    nodestep.restart_together(session, [step], None)
     assert res.result == "retag-only"
     assert ("cleanup", f"{BUNDLE_ID}-guard", "controller-2") in cluster.events
     # The cleanup ran under the holds (the pin), released right after.
@@ -1006,9 +1028,9 @@ def test_a_node_that_left_the_cluster_during_its_restart_gets_its_names_back_exi
     cluster = cluster_of({"controller-0": store})
     cluster.restart_errors["controller-0"] = (timed_out(), True)
     offline(cluster, "controller-0")
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.UpdateFailed) and raised.family.__name__ == "NodeFailed"
+    assert isinstance(raised, UpdateFailed) and raised.family.__name__ == "NodeFailed"
     assert "left the cluster during its restart" in raised.message
     assert "bring controller-0 back into the cluster" in raised.fix
     assert res.result == "rolled-back" and res.rolled_back
@@ -1030,12 +1052,33 @@ def test_no_rollback_once_the_lease_may_be_another_holders(tmp_path: Path) -> No
     cluster.restart_errors["controller-0"] = (timed_out(), True)
     clock = [0.0]
     keeper = leasing.Keeper(cluster, leasing.new_lease(10.0), monotonic=lambda: clock[0])
-    updater = make_updater(tmp_path, cluster)
-    updater.holding = leasing.Holding(keeper)
+    session = make_session(tmp_path, cluster)
+    session.holding = leasing.Holding(keeper)
     clock[0] = 11.0  # no renewal for longer than the period
-    res, raised = update(updater, "controller-0")
+    res, raised = update(session, "controller-0")
 
     assert isinstance(raised, lease.LeaseLostError), raised
     assert res.result == "failed" and not res.rolled_back
     assert store.names[FLOATING] == NEW_ID  # the name stays as the journal's retag says
     assert events(tmp_path) == ["retag", "restart", "failed", "failed"]
+
+
+def test_a_check_of_the_session_refuses_a_node_before_its_first_write(tmp_path: Path) -> None:
+    """The hook of the checks before a node's first write (the scheduler's simulation, a
+    pending fence): it sees the node's steps before any retag, with the turn's look at the
+    cluster, and a refusal leaves the node untouched."""
+    store = store_on_old("controller-0")
+    cluster = cluster_of({"controller-0": store})
+    seen: list[tuple[str, bool, bool]] = []
+
+    def refuse(session: Session, steps: Sequence[NodeStep], status: cib.ClusterStatus) -> None:
+        seen.extend((s.node, s.retag is None, status.node(s.node) is not None) for s in steps)
+        raise PreflightFailed("stopped before controller-0, which was not touched", "fix it")
+
+    session = make_session(tmp_path, cluster)
+    session.checks = (refuse,)
+    res, raised = update(session, "controller-0")
+    assert isinstance(raised, PreflightFailed)
+    assert seen == [("controller-0", True, True)]
+    assert store.called("retag") == [] and res.result == "pending"
+    assert cluster.kinds("hold", "restart", "cleanup", "attribute") == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pcmkimg.workflows import update as execute
+from pcmkimg.workflows.errors import RollbackFailed
 from tests.fakes import FLOATING
 from tests.unit.test_execute_paths import (
     NEW_ID,
@@ -13,7 +13,7 @@ from tests.unit.test_execute_paths import (
     cluster_of,
     entries,
     events,
-    make_updater,
+    make_session,
     run,
     store_on_old,
     three_nodes,
@@ -33,9 +33,9 @@ def test_a_store_gone_after_the_retag_and_in_the_rollback_names_the_socket_and_t
     error = unreachable()
     store.fail("containers", error)
     store.fail("restore", error)
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
 
-    assert isinstance(raised, execute.RollbackFailed) and raised.__cause__ is error
+    assert isinstance(raised, RollbackFailed) and raised.__cause__ is error
     assert res.result == "rollback-failed"
     assert store.names[FLOATING] == NEW_ID  # as the retag left it
     assert entries(tmp_path, "retag")[0]["after"] == NEW_ID
@@ -62,8 +62,8 @@ def test_a_ban_another_writer_put_back_after_a_node_is_removed_before_the_next(
             cluster.own_bans = [written_back]
 
     cluster.restart_replica = restart_then_written_back  # type: ignore[method-assign]
-    report, raised = run(tmp_path, cluster)
-    assert raised is None and [n.result for n in report.nodes] == ["ok"] * 3
+    nodes, raised = run(tmp_path, cluster)
+    assert raised is None and [n["result"] for n in nodes] == ["ok"] * 3
     steps = cluster.kinds("removed-bans", "wait", "restart")
     assert steps[:5] == [
         ("restart", "controller-0"),

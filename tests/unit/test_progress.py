@@ -14,7 +14,7 @@ from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.journal import Journal
 from pcmkimg.core.reference import parse
 from pcmkimg.progress import PullDisplay
-from pcmkimg.workflows import update as execute
+from pcmkimg.workflows.session import Session
 from tests.fakes import FakeCluster, FakeStore, FakeStores
 
 REF = "192.0.2.1:8787/rhosp/mariadb:17.1"
@@ -147,9 +147,9 @@ class PullingStore(FakeStore):
         return super().pull(ref, expected_digest=expected_digest, progress=progress)
 
 
-def updater(tmp_path: Path, **kw) -> execute.Updater:  # type: ignore[no-untyped-def]
+def session(tmp_path: Path, **kw) -> Session:  # type: ignore[no-untyped-def]
     stores = {n: PullingStore(n) for n in ("n1", "n2")}
-    return execute.Updater(
+    return Session(
         FakeCluster(stores),  # the pulls never ask the cluster
         FakeStores(stores),
         Journal(tmp_path / "journal.jsonl", "run-1"),
@@ -160,7 +160,7 @@ def updater(tmp_path: Path, **kw) -> execute.Updater:  # type: ignore[no-untyped
 def test_the_updater_sends_every_pull_event_to_its_display(tmp_path):
     said: list[str] = []
     log = io.StringIO()
-    u = updater(tmp_path, say=said.append, progress=PullDisplay(log, tty=False))
+    u = session(tmp_path, say=said.append, progress=PullDisplay(log, tty=False))
     assert u.pull_all(["n1", "n2"], parse(REF), None) == {"n1": IMAGE_ID, "n2": IMAGE_ID}
     assert said == [f"pulling {REF} on n1, n2"]
     lines = log.getvalue().splitlines()
@@ -171,6 +171,6 @@ def test_the_updater_sends_every_pull_event_to_its_display(tmp_path):
 
 def test_without_a_display_the_updater_says_the_outcomes(tmp_path):
     said: list[str] = []
-    u = updater(tmp_path, say=said.append)
+    u = session(tmp_path, say=said.append)
     u.pull_all(["n1"], parse(REF), None)
     assert said == [f"pulling {REF} on n1", f"  n1: done: {IMAGE_ID}"]

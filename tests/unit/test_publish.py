@@ -13,7 +13,7 @@ from lxml import etree
 
 from pcmkimg.core import cib, naming
 from tests.fakes import FakeCluster
-from tests.unit.test_execute_paths import cluster_of, make_updater, store_on_old, update
+from tests.unit.test_execute_paths import cluster_of, make_session, store_on_old, update
 
 
 def with_attribute(cluster: FakeCluster, value: str) -> None:
@@ -30,7 +30,7 @@ def test_the_update_writes_the_guards_attribute(tmp_path: Path, configured: str 
         with_attribute(cluster, configured)
     guard = cib.bundle(cluster.config, "galera-bundle").guard
     assert guard is not None and guard.attribute == configured
-    res, raised = update(make_updater(tmp_path, cluster), "controller-0")
+    res, raised = update(make_session(tmp_path, cluster), "controller-0")
     assert raised is None and res.result == "ok"
     names = {e[2] for e in cluster.kinds("attribute")}
     assert names == {configured or "pcmkimg-mariadb"}

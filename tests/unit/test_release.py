@@ -15,7 +15,7 @@ from pcmkimg.core import cib, plan, release
 from pcmkimg.core.errors import ReleaseFileError
 from pcmkimg.core.reference import parse
 from pcmkimg.errors import UsageError
-from pcmkimg.workflows import release as wf
+from pcmkimg.workflows import update as wf
 from pcmkimg.workflows.errors import UpdateFailed
 from tests import fakes
 from tests.fakes import NODES, FakeCluster, FakeStore, container_of, context
@@ -158,7 +158,7 @@ def test_the_plan_says_which_promotion_moves_in_text_and_json() -> None:
         "moves off controller-1; mariadb's promotion moves off controller-2, and may move again "
         "on controller-1"
     ) in text
-    doc = wf.ReleaseOutcome(the_plan).as_dict()
+    doc = wf.UpdateOutcome(the_plan).as_dict()
     assert doc["promotions"] == [
         {"service": "rabbitmq", "node": "controller-1", "may_move_again_on": []},
         {"service": "mariadb", "node": "controller-2", "may_move_again_on": ["controller-1"]},
@@ -186,13 +186,13 @@ def cluster_of(nodes: dict[str, FakeStore]) -> FakeCluster:
     return FakeCluster(nodes, bundles=(GALERA, RABBIT), timeout=5.0)
 
 
-def request(**kw: object) -> wf.ReleaseRequest:
+def request(**kw: object) -> wf.UpdateRequest:
     base: dict[str, object] = {
         "pairs": (f"mariadb={REF[GALERA]}", f"rabbitmq={REF[RABBIT]}"),
         "every": True,
         "timeout": 5.0,
     }
-    return wf.ReleaseRequest(**{**base, **kw})  # type: ignore[arg-type]
+    return wf.UpdateRequest(**{**base, **kw})  # type: ignore[arg-type]
 
 
 def restarts(cluster: FakeCluster) -> list[tuple[str, str]]:
