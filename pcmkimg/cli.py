@@ -338,7 +338,6 @@ def status(services: tuple[str, ...], cib_file: str | None) -> None:
     from pcmkimg.workflows import status
 
     report = status.run(_context(env), status.StatusRequest(services))
-    assert isinstance(report, status.StatusReport)
     env.out(report.doc, [printable(line) for line in report.lines()])
 
 
@@ -347,10 +346,9 @@ def status(services: tuple[str, ...], cib_file: str | None) -> None:
 def check(cib_file: str | None) -> None:
     """Preflight: list every problem that would make an update unsafe; exit 3 if any."""
     env = _env(cib_file, read_early=True)
-    from pcmkimg.workflows import status
+    from pcmkimg.workflows import check
 
-    report = status.run(_context(env), status.CheckRequest())
-    assert isinstance(report, status.CheckReport)
+    report = check.run(_context(env), check.CheckRequest())
     doc = report.as_dict()
     if not report.problems:
         env.out(doc, ["ok: no problems found"])

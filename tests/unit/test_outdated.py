@@ -21,8 +21,8 @@ from pcmkimg.core import outdated as O
 from pcmkimg.core.errors import StoreError
 from pcmkimg.workflows import outdated
 from tests import fakes
+from tests.helpers import jsonschema
 from tests.unit.test_metrics_render import samples
-from tests.unit.test_status_rows import jsonschema
 
 SCHEMA = Path(__file__).resolve().parents[2] / "pcmkimg" / "outdated_schema.json"
 OLD, NEW = "a" * 64, "b" * 64

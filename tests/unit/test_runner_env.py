@@ -221,7 +221,8 @@ def test_status_loads_neither_dataclasses_nor_the_ocf_toolkit() -> None:
     (:mod:`pcmkimg.records`): the standard decorator compiled each class's methods at import
     (about 0.6 ms a class, some 60 on this path); and the stand-in loads nothing else of the
     OCF toolkit (docs/benchmarks.md, budget 5)."""
-    status = "pcmkimg.cli, pcmkimg.workflows.status, pcmkimg.adapters.pacemaker, "
+    status = "pcmkimg.cli, pcmkimg.workflows.status, pcmkimg.workflows.check, "
+    status += "pcmkimg.adapters.pacemaker, "
     status += "pcmkimg.adapters.config, pcmkimg.adapters.storeview, pcmkimg.core.lease"
     assert loaded(status, ("dataclasses", "ocf")) == ["ocf", "ocf._light"]
 
