@@ -509,14 +509,6 @@ def guard() -> None:
     """Wire the floating-image guard agent to a bundle (add, remove, show)."""
 
 
-def _guard(request: Any) -> None:
-    from pcmkimg.workflows import guard
-
-    env = _env()
-    report = guard.run(_context(env), request)
-    env.out(report.doc, report.lines)
-
-
 @guard.command("add")
 @click.argument("bundle", **completes(complete_bundle))
 @click.option("--image", default=None, help="The floating name (default: the bundle's image).")
@@ -527,27 +519,33 @@ def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> No
 
     Two CIB changes, so that no replica restarts: first the guard clone alone, which must start
     on every node where a replica runs; then the constraints and interleave=true."""
-    from pcmkimg.workflows.guard import GuardRequest
+    from pcmkimg.workflows.guard import add
 
-    _guard(GuardRequest("add", bundle, image, dry_run, timeout))
+    env = _env()
+    report = add.run(_context(env), add.AddRequest(bundle, image, dry_run, timeout))
+    env.out(report.as_dict(), report.lines())
 
 
 @guard.command("remove")
 @click.argument("bundle", **completes(complete_bundle))
 def guard_remove(bundle: str) -> None:
     """Undo exactly what `guard add` did."""
-    from pcmkimg.workflows.guard import GuardRequest
+    from pcmkimg.workflows.guard import remove
 
-    _guard(GuardRequest("remove", bundle))
+    env = _env()
+    report = remove.run(_context(env), remove.RemoveRequest(bundle))
+    env.out(report.as_dict(), report.lines())
 
 
 @guard.command("show")
 @click.argument("bundle", **completes(complete_bundle))
 def guard_show(bundle: str) -> None:
     """Print what is wired."""
-    from pcmkimg.workflows.guard import GuardRequest
+    from pcmkimg.workflows.guard import show
 
-    _guard(GuardRequest("show", bundle))
+    env = _env()
+    report = show.run(_context(env), show.ShowRequest(bundle))
+    env.out(report.as_dict(), report.lines())
 
 
 @cli.command()
