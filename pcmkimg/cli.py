@@ -79,6 +79,13 @@ FAMILY_CODES: dict[type[PcmkimgError], int] = {
 }
 
 
+#: What a command that ran to its end found, where that is not plain success (its ``finding``).
+FINDING_CODES: dict[str, int] = {
+    "outdated": OUTDATED,
+    "registry-unasked": REGISTRY_UNASKED,
+}
+
+
 def exit_code(exc: BaseException) -> int:
     """The exit code of a failure: signals first, then the family of the kind, else a bug."""
     if isinstance(exc, KeyboardInterrupt):
@@ -659,7 +666,7 @@ def outdated(
     record: bool,
     textfile: str | None,
     cib_file: str | None,
-) -> None:
+) -> str | None:
     """Which nodes lag behind what the registry serves now.
 
     For each service and node: the real name behind the floating name, the digest the node
@@ -697,10 +704,7 @@ def outdated(
 
     for line in failed_lines(report.doc):
         env.say(f"pcmkimg: {printable(line)}")
-    if not report.complete:
-        sys.exit(REGISTRY_UNASKED)
-    if report.outdated:
-        sys.exit(OUTDATED)
+    return report.finding
 
 
 # --------------------------------------------------------------------------- entry point
@@ -716,6 +720,7 @@ def main(argv: Sequence[str] | None = None, *, context: ContextFactory | None = 
     and the configuration, read first); by default :func:`live_context`, the live cluster and
     the configured stores. The tests give one of fakes (``tests.fakes``)."""
     ctx: click.Context | None = None
+    finding: str | None = None
     args = list(sys.argv[1:] if argv is None else argv)
 
     def env() -> Env | None:
@@ -730,7 +735,7 @@ def main(argv: Sequence[str] | None = None, *, context: ContextFactory | None = 
         with signals.sigterm_raises():
             ctx = cli.make_context("pcmkimg", args, obj=context)
             with ctx:
-                cli.invoke(ctx)
+                finding = cli.invoke(ctx)  # a command's finding (None: plain success)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
@@ -747,4 +752,4 @@ def main(argv: Sequence[str] | None = None, *, context: ContextFactory | None = 
         raise
     except BaseException as exc:
         _fail(env(), exc)
-    sys.exit(OK)
+    sys.exit(FINDING_CODES[finding] if finding else OK)

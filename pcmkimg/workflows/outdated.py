@@ -56,6 +56,16 @@ class OutdatedReport:
     def complete(self) -> bool:
         return bool(self.doc["complete"])
 
+    @property
+    def finding(self) -> str | None:
+        """What the exit code says (the CLI maps it): a registry not asked comes before an
+        update available; None: every node runs what its registry serves."""
+        if not self.complete:
+            return "registry-unasked"
+        if self.outdated:
+            return "outdated"
+        return None
+
 
 class RecordFailed(Unreachable):
     """The check ran, but its result could not be recorded everywhere."""

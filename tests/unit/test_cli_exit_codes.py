@@ -465,3 +465,20 @@ def test_status_escapes_control_characters(capsys, conf: str) -> None:
     (row,) = [line for line in out.splitlines() if line.lstrip().startswith(node)]
     assert row.endswith(f"failed start of {container}: x\\x1b]0;owned\\x07")
     assert "\x1b" not in out and "\x07" not in out
+
+
+def test_only_main_and_the_failure_path_exit() -> None:
+    """A command's body returns its finding (``outdated``: an update available, a registry not
+    asked) and main() maps it with :data:`cli.FINDING_CODES`; it never calls sys.exit itself."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cli))
+    exiting = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef):
+            for call in ast.walk(fn):
+                if isinstance(call, ast.Call) and ast.unparse(call.func) == "sys.exit":
+                    exiting.add(fn.name)
+    assert exiting == {"main", "_fail"}
+    assert set(cli.FINDING_CODES.values()) == {cli.OUTDATED, cli.REGISTRY_UNASKED}
