@@ -575,13 +575,13 @@ def cli_context(
     registry: FakeRegistry | None = None,
 ) -> Callable[..., Context]:
     """What ``pcmkimg.cli.main(argv, context=...)`` takes: the context the CLI makes of its
-    options and configuration (``cli.live_context``: the journal's directory, the scheme, the
+    options and configuration (``wiring.live_context``: the journal's directory, the scheme, the
     lease period, say, the pull display), with the fakes' ports."""
 
     def make(env: Any, progress: Callable[[Any], None] | None) -> Context:
-        from pcmkimg import cli
+        from pcmkimg import wiring
 
-        live = cli.live_context(env, progress)
+        live = wiring.live_context(env, progress)
         fake = context(
             cluster, stores, journal_dir=live.journal_dir, views=views, registry=registry
         )

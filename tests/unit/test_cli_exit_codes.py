@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import pytest
 
-from pcmkimg import agent, cli  # noqa: F401 - agent: its error types are in the tree below
+from pcmkimg import agent, cli, wiring  # noqa: F401 - agent: its error types are in the tree below
 from pcmkimg.adapters import journal, signals
 from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.errors import (
@@ -415,7 +415,7 @@ def test_a_missing_conf_file_is_exit_2_naming_it_before_anything_runs(
     ran: list[object] = []  # a context made: the cluster, the stores or the journal reachable
     make = fakes.cli_context(fake_cluster())
 
-    def context(env: cli.Env, progress: object) -> Context:
+    def context(env: wiring.Env, progress: object) -> Context:
         ran.append(env.command)
         return make(env, progress)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from pcmkimg import cli
+from pcmkimg import wiring
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters.errors import CibEnvironmentError
 from pcmkimg.core import cib, lease
@@ -231,13 +231,19 @@ def test_only_a_live_context_reads_early(monkeypatch: pytest.MonkeyPatch) -> Non
     """A runner that can't be made (a CIB_shadow) starts nothing and raises where it did (when
     the context is made); the tests' fake contexts never start a read of their own."""
     monkeypatch.setenv("CIB_shadow", "experiment")
-    env = cli.Env(False, None, "/var/lib/pcmkimg", command="status")
+    env = wiring.Env(False, None, "/var/lib/pcmkimg", command="status")
     env.read_early()
     assert env.early is None
     with pytest.raises(CibEnvironmentError):
         env.runner  # noqa: B018
     monkeypatch.delenv("CIB_shadow")
-    faked = cli.Env(False, None, "/var/lib/pcmkimg", command="status", contexts=lambda e, p: None)  # type: ignore[arg-type,return-value]
+    faked = wiring.Env(
+        False,
+        None,
+        "/var/lib/pcmkimg",
+        command="status",
+        contexts=lambda e, p: None,  # type: ignore[arg-type,return-value]
+    )
     faked.read_early()
     assert faked.early is None
 
