@@ -22,8 +22,7 @@ from pcmkimg.errors import PcmkimgError
 from pcmkimg.records import dataclass
 
 if TYPE_CHECKING:
-    from pcmkimg.adapters import config, storeview
-    from pcmkimg.adapters import podman as images
+    from pcmkimg.adapters import config, podman, storeview
     from pcmkimg.adapters.early import Early
     from pcmkimg.adapters.runner import RawSnapshot
     from pcmkimg.workflows.context import Context
@@ -170,14 +169,13 @@ def _registry(env: Env) -> Any:
 
 
 @contextmanager
-def _stores(env: Env) -> Iterator[images.Stores]:
-    from pcmkimg.adapters import pacemaker
-    from pcmkimg.adapters import podman as images
+def _stores(env: Env) -> Iterator[podman.Stores]:
+    from pcmkimg.adapters import pacemaker, podman
     from pcmkimg.adapters.errors import PacemakerError
 
     try:
         local = pacemaker.local_node(env.runner)
     except PacemakerError:
         local = None
-    with images.open_stores(env.conf, local) as stores:
+    with podman.open_stores(env.conf, local) as stores:
         yield stores

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import podman
+from pcmkimg.core.errors import NodeUnreachable, SocketDown
 from pcmkimg.core.problems import problems
 from pcmkimg.core.survey import NodeView
 from tests.helpers import cluster, galera, gathered
@@ -15,9 +16,9 @@ from tests.helpers import cluster, galera, gathered
 
 def test_a_unix_socket_that_does_not_answer_is_socket_down(tmp_path: Path) -> None:
     """The real connect (podman-py) to a socket nobody serves."""
-    with pytest.raises(images.SocketDown) as down:
-        images.connect("controller-2", f"unix://{tmp_path}/podman.sock", timeout=2)
-    assert isinstance(down.value, images.NodeUnreachable)
+    with pytest.raises(SocketDown) as down:
+        podman.connect("controller-2", f"unix://{tmp_path}/podman.sock", timeout=2)
+    assert isinstance(down.value, NodeUnreachable)
     assert "controller-2" in down.value.one_line()
 
 
