@@ -10,7 +10,8 @@ import pytest
 
 from pcmkimg.adapters import podman
 from pcmkimg.adapters.errors import HostKeyRejected, TunnelFailed
-from pcmkimg.adapters.tunnel import SshTarget, parse_url, ssh_argv
+from pcmkimg.adapters.sshurl import SshTarget, parse_url
+from pcmkimg.adapters.tunnel import ssh_argv
 from pcmkimg.core.errors import (
     AuthError,
     ImageNotFound,
