@@ -65,37 +65,25 @@ def commands(
     return [cmds[0], cmd.wait(), *cmds[1:]]
 
 
-def wire(
-    cluster: ClusterPort,
-    bundle: str,
-    image: str | None,
-    scheme: naming.Scheme,
-    timeout: float,
-    say: plan.Say,
-    lease_period: float,
-) -> tuple[bool, str]:
+def wire(ctx: Context, req: AddRequest) -> tuple[bool, str]:
     """Wire the guard, under the update lease: (whether the CIB changed, what changed).
 
     Checked first, without the lease: a bad bundle or name is refused, and a guard already
     wired as asked changes nothing (no lease is taken, the CIB does not move)."""
+    cluster, bundle = ctx.cluster, req.bundle
     current = cluster.query_cib()
-    floating = floating_of(current, bundle, image, scheme)
+    floating = floating_of(current, bundle, req.image, ctx.scheme)
     existing = cib.bundle(current, bundle).guard
     if existing is not None and existing.image == floating:
         if cib.add_guard(current, bundle, floating).empty:
             return False, ""
-    with leasing.held(cluster, lease_period):
-        return _wire(cluster, bundle, image, scheme, timeout, say)
+    with leasing.held(cluster, ctx.lease_period):
+        return _wire(ctx, req)
 
 
-def _wire(
-    cluster: ClusterPort,
-    bundle: str,
-    image: str | None,
-    scheme: naming.Scheme,
-    timeout: float,
-    say: plan.Say,
-) -> tuple[bool, str]:
+def _wire(ctx: Context, req: AddRequest) -> tuple[bool, str]:
+    cluster, bundle, image, scheme = ctx.cluster, req.bundle, req.image, ctx.scheme
+    timeout, say = req.timeout, ctx.say
     current = cluster.query_cib()
     floating = floating_of(current, bundle, image, scheme)
     existing = cib.bundle(current, bundle).guard
@@ -233,7 +221,5 @@ def run(ctx: Context, req: AddRequest) -> AddReport:
         return AddReport(
             req.bundle, commands=commands(ctx.cluster, req.bundle, req.image, ctx.scheme)
         )
-    changed, description = wire(
-        ctx.cluster, req.bundle, req.image, ctx.scheme, req.timeout, ctx.say, ctx.lease_period
-    )
+    changed, description = wire(ctx, req)
     return AddReport(req.bundle, changed, description)
