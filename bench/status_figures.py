@@ -184,7 +184,7 @@ def model_figure(work: Path, rounds: int, nodes: int = 16, bundles: int = 190) -
     from lxml import etree
 
     from pcmkimg.core import cib, lease, naming, plan
-    from pcmkimg.workflows import status as st
+    from pcmkimg.core.survey import floating_bundles
 
     path = synthetic(f"cib-{nodes}x{bundles}", lambda: cibgen.grow(nodes, bundles))
     data = path.read_bytes()
@@ -198,7 +198,7 @@ def model_figure(work: Path, rounds: int, nodes: int = 16, bundles: int = 190) -
         config = cib.parse_cib(data)
         mon = cib.parse_crm_mon(mon_data)
         cluster = plan.Cluster(config, mon, cib.cluster_status(mon))
-        found = st.floating_bundles(cluster, naming.DEFAULT_SCHEME)
+        found = floating_bundles(cluster, naming.DEFAULT_SCHEME)
         assert len(found) == bundles
         cib.cli_constraints(config)
         cib.rsc_defaults(config)

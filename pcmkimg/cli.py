@@ -7,21 +7,18 @@ Every command prints one line ``pcmkimg: error: ...; fix: ...`` on failure, and 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
 import click
 
-from pcmkimg import __version__
+from pcmkimg import __version__, wiring
 from pcmkimg.adapters import journal, signals
-from pcmkimg.adapters.runner import Runner, read_early, runner_for
-from pcmkimg.completion import complete_bundle, complete_node, complete_service, completes
+from pcmkimg.completion import complete_node, complete_service, completes
 from pcmkimg.errors import (
     BadInput,
     LeftBehind,
@@ -32,17 +29,22 @@ from pcmkimg.errors import (
     Unreachable,
     UsageError,
 )
-from pcmkimg.records import dataclass
+from pcmkimg.options import (
+    bundle_argument,
+    cib_file_option,
+    dry_run_option,
+    every_option,
+    nodes_option,
+    service_argument,
+    textfile_option,
+    timeout_option,
+)
+from pcmkimg.wiring import ContextFactory, Env
 
 # Each command imports what only it uses (its workflow, the lease, the podman-py stores) when it
 # runs, and nothing here imports lxml or the CIB model: `status` and `check` start their cluster
-# read first and import the rest while the tools run (docs/benchmarks.md, budget 5).
-if TYPE_CHECKING:
-    from pcmkimg.adapters import config, storeview
-    from pcmkimg.adapters import podman as images
-    from pcmkimg.adapters.early import Early
-    from pcmkimg.adapters.runner import RawSnapshot
-    from pcmkimg.workflows.context import Context
+# read first (pcmkimg.wiring) and import the rest while the tools run (docs/benchmarks.md,
+# budget 5).
 
 # --------------------------------------------------------------------------- exit codes
 
@@ -79,6 +81,13 @@ FAMILY_CODES: dict[type[PcmkimgError], int] = {
 }
 
 
+#: What a command that ran to its end found, where that is not plain success (its ``finding``).
+FINDING_CODES: dict[str, int] = {
+    "outdated": OUTDATED,
+    "registry-unasked": REGISTRY_UNASKED,
+}
+
+
 def exit_code(exc: BaseException) -> int:
     """The exit code of a failure: signals first, then the family of the kind, else a bug."""
     if isinstance(exc, KeyboardInterrupt):
@@ -96,77 +105,6 @@ class CheckFailed(Refused):
     """``pcmkimg check`` found problems."""
 
 
-# --------------------------------------------------------------------------- context
-
-
-#: The commands that change nothing: the only ones that work on a saved CIB (--cib-file, CIB_file).
-OFFLINE_COMMANDS = frozenset({"status", "check", "history", "metrics", "outdated"})
-
-
-#: Makes the context of a command from its environment (and the pull display of ``update``).
-ContextFactory = Callable[["Env", "Callable[[Any], None] | None"], "Context"]
-
-
-@dataclass
-class Env:
-    json: bool
-    conf_path: str | None
-    journal_dir: str
-    cib_file: str | None = None
-    command: str | None = None
-    contexts: ContextFactory | None = None
-    """What makes the commands' context (:func:`main`'s ``context``); None: :func:`live_context`."""
-    early: Early[RawSnapshot] | None = None
-    """The cluster read :meth:`read_early` started, for the live context's first read."""
-    early_views: dict[str, storeview.StoreView] | None = None
-    """The nodes' views :meth:`read_stores_early` started, for the live context's views."""
-
-    @functools.cached_property
-    def runner(self) -> Runner:
-        """Made on first use (so that `--help` works in any environment): live, or offline on a
-        saved CIB for a read-only command; refuses a CIB_* variable it cannot honour."""
-        return runner_for(self.cib_file, read_only=self.command in OFFLINE_COMMANDS)
-
-    @functools.cached_property
-    def conf(self) -> config.Config:
-        """Read on first use, so that `--help` works even with a broken file."""
-        from pcmkimg.adapters import config
-
-        return config.load(self.conf_path)
-
-    def read_early(self) -> None:
-        """Start the snapshot read of the live context's first ``read_cluster`` now, in a
-        thread, so that the tools run while Python reads the configuration and imports the
-        command (read-only; a runner it can't make is left to raise where it did)."""
-        if self.contexts is not None or self.early is not None:
-            return  # another context (the tests' fakes) reads its own way
-        try:
-            made = self.runner
-        except PcmkimgError:
-            return
-        self.early = read_early(made)
-
-    def read_stores_early(self) -> None:
-        """Start reading the stores behind local sockets (after the configuration, which says
-        where they are; :func:`pcmkimg.adapters.storeview.read_early`), for the live context."""
-        if self.contexts is not None or self.early_views is not None:
-            return
-        from pcmkimg.adapters import storeview
-
-        self.early_views = storeview.read_early(self.conf)
-
-    def out(self, doc: Any, lines: Sequence[str]) -> None:
-        if self.json:
-            click.echo(json.dumps(doc, indent=2, sort_keys=True))
-        else:
-            for line in lines:
-                click.echo(line)
-
-    def say(self, text: str) -> None:
-        """Progress for a person: stderr, so that --json stdout stays one document."""
-        click.echo(text, err=True)
-
-
 def printable(text: str) -> str:
     """``text`` with every character that is not printable (ESC, CR, newline, other control
     and format characters) shown as a Python escape (``\\x1b``): stored text that reaches a
@@ -175,88 +113,6 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-
-
-def _env(cib_file: str | None = None, *, read_early: bool = False) -> Env:
-    """The environment of the running command, its configuration read: every command calls
-    this first, so that a bad or missing configuration file is exit 2 before anything else runs
-    (and after click has answered ``--help``). ``read_early``: the command's first act is a
-    read of the cluster (``status``, ``check``); it starts now (:meth:`Env.read_early`), and
-    only its answer waits for the configuration; then the stores behind local sockets."""
-    env: Env = click.get_current_context().find_object(Env)  # type: ignore[assignment]
-    if cib_file is not None:  # the command's own --cib-file (before the runner is made)
-        env.cib_file = cib_file
-    if read_early:
-        env.read_early()
-    env.conf  # noqa: B018 - read now: it raises ConfigError
-    if read_early:
-        env.read_stores_early()
-    return env
-
-
-def _context(env: Env, *, progress: Callable[[Any], None] | None = None) -> Context:
-    """The context the command's ``run`` gets (made by ``env.contexts``, by default
-    :func:`live_context`)."""
-    return (env.contexts or live_context)(env, progress)
-
-
-def live_context(env: Env, progress: Callable[[Any], None] | None = None) -> Context:
-    """The context of a command on this host: the cluster port on the command's runner, the
-    nodes' stores and views opened on first use, the journal's directory, the settings."""
-    from pathlib import Path
-
-    from pcmkimg.adapters import pacemaker
-    from pcmkimg.workflows.context import Context
-
-    return Context(
-        cluster=pacemaker.Pacemaker(env.runner, early=env.early),
-        open_stores=functools.partial(_stores, env),
-        open_views=functools.partial(_views, env),
-        open_registry=functools.partial(_registry, env),
-        journal_dir=Path(env.journal_dir),
-        scheme=env.conf.scheme,
-        lease_period=env.conf.lease_period,
-        say=env.say,
-        progress=progress,
-    )
-
-
-@contextmanager
-def _views(env: Env) -> Iterator[storeview.StoreViews]:
-    """Read-only views of the stores, for status and check (no podman-py: it starts fast); the
-    local node is asked only for a node the configuration does not list."""
-    from pcmkimg.adapters import pacemaker, storeview
-    from pcmkimg.adapters.errors import PacemakerError
-
-    def local() -> str | None:
-        try:
-            return pacemaker.local_node(env.runner)
-        except PacemakerError:
-            return None
-
-    with storeview.open_views(env.conf, local, env.early_views) as views:
-        yield views
-
-
-def _registry(env: Env) -> Any:
-    """The registry port: skopeo, with the registries' TLS settings of the configuration."""
-    from pcmkimg.adapters import registry
-
-    return registry.Skopeo(env.conf)
-
-
-@contextmanager
-def _stores(env: Env) -> Iterator[images.Stores]:
-    from pcmkimg.adapters import pacemaker
-    from pcmkimg.adapters import podman as images
-    from pcmkimg.adapters.errors import PacemakerError
-
-    try:
-        local = pacemaker.local_node(env.runner)
-    except PacemakerError:
-        local = None
-    with images.open_stores(env.conf, local) as stores:
-        yield stores
 
 
 def _fail(env: Env | None, exc: BaseException) -> NoReturn:
@@ -288,21 +144,6 @@ def _fail(env: Env | None, exc: BaseException) -> NoReturn:
 # --------------------------------------------------------------------------- commands
 
 
-def timeout_option(default: int, text: str):  # type: ignore[no-untyped-def]
-    return click.option(
-        "--timeout", default=default, show_default=True, type=click.IntRange(10, 3600), help=text
-    )
-
-
-cib_file_option = click.option(
-    "--cib-file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Offline: read this saved CIB (cibadmin --query > FILE) instead of the live cluster; "
-    "status, check, metrics and outdated only (default $CIB_file).",
-)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pcmkimg")
 @click.option("--json", "as_json", is_flag=True, help="Machine output (a JSON document).")
@@ -330,15 +171,14 @@ def cli(
 
 
 @cli.command()
-@click.argument("services", nargs=-1, **completes(complete_service))
+@service_argument("services", nargs=-1)
 @cib_file_option
 def status(services: tuple[str, ...], cib_file: str | None) -> None:
     """What runs behind each floating name on each node (drift, role, guard, failures)."""
-    env = _env(cib_file, read_early=True)
+    env = wiring.environment(cib_file, read_early=True)
     from pcmkimg.workflows import status
 
-    report = status.run(_context(env), status.StatusRequest(services))
-    assert isinstance(report, status.StatusReport)
+    report = status.run(wiring.context(env), status.StatusRequest(services))
     env.out(report.doc, [printable(line) for line in report.lines()])
 
 
@@ -346,11 +186,10 @@ def status(services: tuple[str, ...], cib_file: str | None) -> None:
 @cib_file_option
 def check(cib_file: str | None) -> None:
     """Preflight: list every problem that would make an update unsafe; exit 3 if any."""
-    env = _env(cib_file, read_early=True)
-    from pcmkimg.workflows import status
+    env = wiring.environment(cib_file, read_early=True)
+    from pcmkimg.workflows import check
 
-    report = status.run(_context(env), status.CheckRequest())
-    assert isinstance(report, status.CheckReport)
+    report = check.run(wiring.context(env), check.CheckRequest())
     doc = report.as_dict()
     if not report.problems:
         env.out(doc, ["ok: no problems found"])
@@ -387,16 +226,10 @@ def _services(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
     default=None,
     help="A release: a file of 'SERVICE = REF [DIGEST]' lines, every service node by node.",
 )
-@click.option(
-    "--node",
-    "nodes",
-    multiple=True,
-    **completes(complete_node),
-    help="A node to update (repeatable).",
-)
-@click.option("--all", "every", is_flag=True, help="Every node that can run the bundle(s).")
+@nodes_option("A node to update (repeatable).")
+@every_option("Every node that can run the bundle(s).")
 @click.option("--digest", default=None, help="Refuse an image with another digest (sha256:...).")
-@click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
+@dry_run_option()
 @timeout_option(300, "Seconds to wait for each restart.")
 @click.option("--no-restart", is_flag=True, help="Pull and retag only; restart nothing.")
 @click.option(
@@ -438,8 +271,8 @@ def update(
             "--digest goes with --image; in a release each line carries its own digest",
             "write SERVICE=REF DIGEST, or 'SERVICE = REF DIGEST' in the file",
         )
-    env = _env()
-    ctx = _context(env, progress=PullDisplay(sys.stderr))  # one updating line per node
+    env = wiring.environment()
+    ctx = wiring.context(env, progress=PullDisplay(sys.stderr))  # one updating line per node
     from pathlib import Path
 
     from pcmkimg.workflows import update
@@ -463,22 +296,22 @@ def update(
 
 
 @cli.command()
-@click.argument("service", **completes(complete_service))
+@service_argument()
 @click.option("--node", required=True, **completes(complete_node), help="The node to roll back.")
 @timeout_option(300, "Seconds to wait for the restart.")
 def rollback(service: str, node: str, timeout: int) -> None:
     """Move the floating name back to the rollback image on NODE and restart that replica."""
     from pcmkimg.workflows import rollback
 
-    env = _env()
-    report = rollback.run(_context(env), rollback.RollbackRequest(service, node, timeout))
+    env = wiring.environment()
+    report = rollback.run(wiring.context(env), rollback.RollbackRequest(service, node, timeout))
     res = report.result
     line = f"{node}: {report.bundle.floating} -> {report.image_id[:12]} ({res.result})"
     env.out(res.as_dict(), [line])
 
 
 @cli.command()
-@click.argument("service", required=False, **completes(complete_service))
+@service_argument(required=False)
 @click.option(
     "--limit",
     default=50,
@@ -490,8 +323,8 @@ def history(service: str | None, limit: int) -> None:
     """The update journal, oldest first."""
     from pcmkimg.workflows import history
 
-    env = _env()
-    report = history.run(_context(env), history.HistoryRequest(service, limit))
+    env = wiring.environment()
+    report = history.run(wiring.context(env), history.HistoryRequest(service, limit))
     lines = [printable(line) for line in report.lines()]
     env.out(report.entries, lines or ["the journal is empty"])
 
@@ -501,70 +334,62 @@ def guard() -> None:
     """Wire the floating-image guard agent to a bundle (add, remove, show)."""
 
 
-def _guard(request: Any) -> None:
-    from pcmkimg.workflows import guard
-
-    env = _env()
-    report = guard.run(_context(env), request)
-    env.out(report.doc, report.lines)
-
-
 @guard.command("add")
-@click.argument("bundle", **completes(complete_bundle))
+@bundle_argument
 @click.option("--image", default=None, help="The floating name (default: the bundle's image).")
-@click.option("--dry-run", is_flag=True, help="Print the equivalent pcs commands and stop.")
+@dry_run_option("Print the equivalent pcs commands and stop.")
 @timeout_option(120, "Seconds to wait for the guard to start.")
 def guard_add(bundle: str, image: str | None, dry_run: bool, timeout: int) -> None:
     """Clone of the agent, order and colocation constraints, interleave=true.
 
     Two CIB changes, so that no replica restarts: first the guard clone alone, which must start
     on every node where a replica runs; then the constraints and interleave=true."""
-    from pcmkimg.workflows.guard import GuardRequest
+    from pcmkimg.workflows.guard import add
 
-    _guard(GuardRequest("add", bundle, image, dry_run, timeout))
+    env = wiring.environment()
+    report = add.run(wiring.context(env), add.AddRequest(bundle, image, dry_run, timeout))
+    env.out(report.as_dict(), report.lines())
 
 
 @guard.command("remove")
-@click.argument("bundle", **completes(complete_bundle))
+@bundle_argument
 def guard_remove(bundle: str) -> None:
     """Undo exactly what `guard add` did."""
-    from pcmkimg.workflows.guard import GuardRequest
+    from pcmkimg.workflows.guard import remove
 
-    _guard(GuardRequest("remove", bundle))
+    env = wiring.environment()
+    report = remove.run(wiring.context(env), remove.RemoveRequest(bundle))
+    env.out(report.as_dict(), report.lines())
 
 
 @guard.command("show")
-@click.argument("bundle", **completes(complete_bundle))
+@bundle_argument
 def guard_show(bundle: str) -> None:
     """Print what is wired."""
-    from pcmkimg.workflows.guard import GuardRequest
+    from pcmkimg.workflows.guard import show
 
-    _guard(GuardRequest("show", bundle))
+    env = wiring.environment()
+    report = show.run(wiring.context(env), show.ShowRequest(bundle))
+    env.out(report.as_dict(), report.lines())
 
 
 @cli.command()
-@click.argument("bundle", **completes(complete_bundle))
-@click.option("--dry-run", is_flag=True, help="Print the plan and stop.")
+@bundle_argument
+@dry_run_option()
 @timeout_option(300, "Seconds to wait for the cluster to settle.")
 def migrate(bundle: str, dry_run: bool, timeout: int) -> None:
     """Move BUNDLE from a real or legacy image name to its floating name, with no restart."""
     from pcmkimg.workflows import migrate
 
-    env = _env()
-    report = migrate.run(_context(env), migrate.MigrateRequest(bundle, dry_run, timeout))
+    env = wiring.environment()
+    report = migrate.run(wiring.context(env), migrate.MigrateRequest(bundle, dry_run, timeout))
     env.out(report.doc, report.lines)
 
 
 @cli.command()
-@click.argument("service", **completes(complete_service))
-@click.option(
-    "--node",
-    "nodes",
-    multiple=True,
-    **completes(complete_node),
-    help="A node to prune (repeatable).",
-)
-@click.option("--all", "every", is_flag=True, help="Every cluster node.")
+@service_argument()
+@nodes_option("A node to prune (repeatable).")
+@every_option("Every cluster node.")
 @click.option(
     "--keep",
     default=1,
@@ -578,8 +403,8 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
     Never the images behind the floating or the rollback name, never one a container uses."""
     from pcmkimg.workflows import prune
 
-    env = _env()
-    report = prune.run(_context(env), prune.PruneRequest(service, nodes, every, keep))
+    env = wiring.environment()
+    report = prune.run(wiring.context(env), prune.PruneRequest(service, nodes, every, keep))
     error = report.error()
     if error is None:
         env.out(report.as_dict(), report.lines())
@@ -590,13 +415,9 @@ def prune(service: str, nodes: tuple[str, ...], every: bool, keep: int) -> None:
 
 
 @cli.command()
-@click.option(
-    "--textfile",
-    type=click.Path(),
-    default=None,
-    metavar="DIR",
-    help="Write DIR/pcmkimg.prom atomically (mode 0644) instead of printing: node_exporter's "
-    "--collector.textfile.directory, an existing directory.",
+@textfile_option(
+    "Write DIR/pcmkimg.prom atomically (mode 0644) instead of printing: node_exporter's "
+    "--collector.textfile.directory, an existing directory."
 )
 @cib_file_option
 def metrics(textfile: str | None, cib_file: str | None) -> None:
@@ -612,9 +433,9 @@ def metrics(textfile: str | None, cib_file: str | None) -> None:
 
     from pcmkimg.workflows import metrics
 
-    env = _env(cib_file)
+    env = wiring.environment(cib_file)
     request = metrics.MetricsRequest(None if textfile is None else Path(textfile))
-    report = metrics.run(_context(env), request)
+    report = metrics.run(wiring.context(env), request)
     if env.json:
         path = None if report.path is None else str(report.path)
         env.out({"textfile": path, "text": report.text}, [])
@@ -623,7 +444,7 @@ def metrics(textfile: str | None, cib_file: str | None) -> None:
 
 
 @cli.command()
-@click.argument("services", nargs=-1, **completes(complete_service))
+@service_argument("services", nargs=-1)
 @click.option(
     "--timeout",
     type=click.FloatRange(1, 600),
@@ -638,13 +459,9 @@ def metrics(textfile: str | None, cib_file: str | None) -> None:
     "(crm_mon -A), the state directory's outdated.json (read by pcmkimg metrics), and the "
     "metrics textfile when --textfile or [metrics] textfile_dir names one.",
 )
-@click.option(
-    "--textfile",
-    type=click.Path(),
-    default=None,
-    metavar="DIR",
-    help="With --record: write DIR/pcmkimg.prom as pcmkimg metrics --textfile does "
-    "(default: [metrics] textfile_dir of the configuration, else none).",
+@textfile_option(
+    "With --record: write DIR/pcmkimg.prom as pcmkimg metrics --textfile does "
+    "(default: [metrics] textfile_dir of the configuration, else none)."
 )
 @cib_file_option
 def outdated(
@@ -653,7 +470,7 @@ def outdated(
     record: bool,
     textfile: str | None,
     cib_file: str | None,
-) -> None:
+) -> str | None:
     """Which nodes lag behind what the registry serves now.
 
     For each service and node: the real name behind the floating name, the digest the node
@@ -665,7 +482,7 @@ def outdated(
 
     from pcmkimg.workflows import outdated
 
-    env = _env(cib_file)
+    env = wiring.environment(cib_file)
     if textfile is not None and not record:
         raise UsageError("--textfile goes with --record", "add --record")
     if record and (env.cib_file or os.environ.get("CIB_file")):
@@ -675,7 +492,7 @@ def outdated(
         )
     directory = Path(textfile) if textfile is not None else env.conf.textfile_dir
     request = outdated.OutdatedRequest(services, timeout, record, directory if record else None)
-    report = outdated.run(_context(env), request)
+    report = outdated.run(wiring.context(env), request)
     if report.record_errors:  # exit 5; with --json the error document carries the report
         if not env.json:
             env.out(report.doc, [printable(line) for line in report.lines()])
@@ -691,10 +508,7 @@ def outdated(
 
     for line in failed_lines(report.doc):
         env.say(f"pcmkimg: {printable(line)}")
-    if not report.complete:
-        sys.exit(REGISTRY_UNASKED)
-    if report.outdated:
-        sys.exit(OUTDATED)
+    return report.finding
 
 
 # --------------------------------------------------------------------------- entry point
@@ -707,9 +521,10 @@ def main(argv: Sequence[str] | None = None, *, context: ContextFactory | None = 
     """Run the CLI; every failure becomes one line on stderr and its exit code.
 
     ``context`` makes the context every command runs with, from its environment (the options
-    and the configuration, read first); by default :func:`live_context`, the live cluster and
-    the configured stores. The tests give one of fakes (``tests.fakes``)."""
+    and the configuration, read first); by default :func:`pcmkimg.wiring.live_context`, the
+    live cluster and the configured stores. The tests give one of fakes (``tests.fakes``)."""
     ctx: click.Context | None = None
+    finding: str | None = None
     args = list(sys.argv[1:] if argv is None else argv)
 
     def env() -> Env | None:
@@ -724,7 +539,7 @@ def main(argv: Sequence[str] | None = None, *, context: ContextFactory | None = 
         with signals.sigterm_raises():
             ctx = cli.make_context("pcmkimg", args, obj=context)
             with ctx:
-                cli.invoke(ctx)
+                finding = cli.invoke(ctx)  # a command's finding (None: plain success)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
@@ -741,4 +556,4 @@ def main(argv: Sequence[str] | None = None, *, context: ContextFactory | None = 
         raise
     except BaseException as exc:
         _fail(env(), exc)
-    sys.exit(OK)
+    sys.exit(FINDING_CODES[finding] if finding else OK)

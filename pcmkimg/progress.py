@@ -20,7 +20,7 @@ import shutil
 import threading
 from typing import TextIO
 
-from pcmkimg.adapters.podman import PullProgress
+from pcmkimg.core.images import PullProgress
 from pcmkimg.records import dataclass
 
 _CLEAR_LINE = "\r\x1b[2K"

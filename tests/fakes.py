@@ -27,11 +27,12 @@ from typing import Any
 from lxml import etree
 
 from pcmkimg import records
-from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.config import Config
 from pcmkimg.core import cib, lease, plan
+from pcmkimg.core.images import Container, ImageInfo, Pulled, Resolved
 from pcmkimg.core.reference import Reference, parse
-from pcmkimg.core.store import StorePort
+from pcmkimg.core.store import Resolution, StorePort
+from pcmkimg.core.tagplan import Retagged
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.workflows.context import Context
 from tests import fixtures
@@ -74,7 +75,7 @@ class FakeStore(StorePort):
         self.starts_on = FLOATING
         """The name a container starts on (the bundle's image in the CIB): the floating name,
         unless a test scripts a bundle whose image is another name."""
-        self.running: dict[str, images.Container] = {}
+        self.running: dict[str, Container] = {}
         self.events: dict[str, list[tuple[float, str]]] = {}
         for name, image_id in (running or {}).items():
             self.start(name, image_id)
@@ -100,13 +101,13 @@ class FakeStore(StorePort):
     def called(self, method: str) -> list[str]:
         return [arg for m, arg in self.calls if m == method]
 
-    def _info(self, image_id: str) -> images.ImageInfo:
+    def _info(self, image_id: str) -> ImageInfo:
         others = tuple(sorted(n for n, i in self.names.items() if i == image_id))
-        return images.ImageInfo(image_id, None, self.repo_digests.get(image_id, ()), others)
+        return ImageInfo(image_id, None, self.repo_digests.get(image_id, ()), others)
 
     # -- the port's rules, recorded ------------------------------------------------------------
 
-    def resolve(self, floating: Reference | str) -> images.Resolution:
+    def resolve(self, floating: Reference | str) -> Resolution:
         self._call("resolve", floating)
         return super().resolve(floating)
 
@@ -116,17 +117,17 @@ class FakeStore(StorePort):
         image: Reference | str,
         *,
         rollback: Reference | str | None = None,
-    ) -> images.Retagged:
+    ) -> Retagged:
         self._call("retag", f"{floating} -> {image}")
         return super().retag(floating, image, rollback=rollback)
 
-    def restore(self, done: images.Retagged) -> None:
+    def restore(self, done: Retagged) -> None:
         self._call("restore", f"{done.floating} -> {done.old_id}")
         super().restore(done)
 
     # -- the primitives ------------------------------------------------------------------------
 
-    def inspect(self, name: str) -> images.ImageInfo | None:
+    def inspect(self, name: str) -> ImageInfo | None:
         self._call("inspect", name)
         if name in self.known:  # an image ID
             return self._info(name)
@@ -144,16 +145,16 @@ class FakeStore(StorePort):
         assert self.names.get(key(ref)) == image_id, f"{ref} is not on {image_id[:12]}"
         del self.names[key(ref)]
 
-    def images(self) -> tuple[images.ImageInfo, ...]:
+    def images(self) -> tuple[ImageInfo, ...]:
         self._call("images")
         return tuple(self._info(i) for i in sorted(self.known))
 
-    def named_images(self) -> tuple[images.ImageInfo, ...]:
+    def named_images(self) -> tuple[ImageInfo, ...]:
         """Every image that has a name (what status and metrics ask of a store: one call)."""
         self._call("named_images")
         return tuple(self._info(i) for i in sorted(set(self.names.values())))
 
-    def remove(self, image: images.ImageInfo) -> bool:
+    def remove(self, image: ImageInfo) -> bool:
         self._call("remove", image.id)
         self.names = {n: i for n, i in self.names.items() if i != image.id}
         self.known.discard(image.id)
@@ -165,17 +166,17 @@ class FakeStore(StorePort):
         self._call("container_events", name)
         return tuple((t, a) for t, a in self.events.get(name, ()) if since <= t <= until + 1)
 
-    def containers(self, *, running_only: bool = False) -> tuple[images.Container, ...]:
+    def containers(self, *, running_only: bool = False) -> tuple[Container, ...]:
         self._call("containers")
         assert running_only
         return tuple(self.running.values())
 
-    def pull(self, ref: Reference | str, *, expected_digest=None, progress=None) -> images.Pulled:  # type: ignore[no-untyped-def]
+    def pull(self, ref: Reference | str, *, expected_digest=None, progress=None) -> Pulled:  # type: ignore[no-untyped-def]
         self._call("pull", ref)
         self.names[key(ref)] = image_id = self.registry[key(ref)]
         self.known.add(image_id)
-        resolved = images.Resolved(self.node, key(ref), self._info(image_id))
-        return images.Pulled(resolved, cached=False, attempts=1)
+        resolved = Resolved(self.node, key(ref), self._info(image_id))
+        return Pulled(resolved, cached=False, attempts=1)
 
     def close(self) -> None:
         self._call("close")
@@ -188,7 +189,7 @@ class FakeStore(StorePort):
         image_id = image_id or self.names[key(self.starts_on)]
         self.known.add(image_id)
         self.events.setdefault(container, []).append((time.time(), "start"))
-        self.running[container] = images.Container(
+        self.running[container] = Container(
             name=f"/{container}",
             id=f"{next(_container_ids):064x}",
             image=FLOATING,
@@ -575,13 +576,13 @@ def cli_context(
     registry: FakeRegistry | None = None,
 ) -> Callable[..., Context]:
     """What ``pcmkimg.cli.main(argv, context=...)`` takes: the context the CLI makes of its
-    options and configuration (``cli.live_context``: the journal's directory, the scheme, the
+    options and configuration (``wiring.live_context``: the journal's directory, the scheme, the
     lease period, say, the pull display), with the fakes' ports."""
 
     def make(env: Any, progress: Callable[[Any], None] | None) -> Context:
-        from pcmkimg import cli
+        from pcmkimg import wiring
 
-        live = cli.live_context(env, progress)
+        live = wiring.live_context(env, progress)
         fake = context(
             cluster, stores, journal_dir=live.journal_dir, views=views, registry=registry
         )

@@ -70,6 +70,7 @@ from types import MappingProxyType
 
 from pcmkimg import PODMAN_SOCKET
 from pcmkimg.adapters.errors import ConfigError, NodeNotConfigured, TunnelFailed
+from pcmkimg.adapters.sshurl import parse_url
 from pcmkimg.core.errors import InvalidReference, InvalidScheme
 from pcmkimg.core.lease import DEFAULT_PERIOD, MAX_PERIOD, MIN_PERIOD, check_period
 from pcmkimg.core.naming import (
@@ -237,10 +238,8 @@ def _nodes(items: dict[str, str], where: str) -> dict[str, str]:
 
 def _ssh_url_ok(url: str) -> bool:
     """Whether the tunnel accepts ``url``: the same check at load time as at run time."""
-    from pcmkimg.adapters import tunnel
-
     try:
-        tunnel.parse_url(url)
+        parse_url(url)
     except TunnelFailed:
         return False
     return True

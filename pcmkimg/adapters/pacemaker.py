@@ -1,7 +1,7 @@
 """The one adapter for the Pacemaker command-line tools.
 
-Every external call goes through a :class:`Runner` (:mod:`pcmkimg.adapters.runner`,
-re-exported here): argument lists only (never a shell), a timeout on every call, ``LC_ALL=C``,
+Every external call goes through a :class:`Runner` (:mod:`pcmkimg.adapters.runner`):
+argument lists only (never a shell), a timeout on every call, ``LC_ALL=C``,
 stderr captured and mapped to one error type per failure kind. The runner takes an optional
 argv ``prefix`` (e.g. ``nsenter ... --`` to run the tools on a test node; empty in production)
 and an optional ``cib_file`` for offline work on a saved CIB (passed as ``CIB_file``;
@@ -40,34 +40,17 @@ from pcmkimg.adapters.errors import (
     PacemakerTimeoutError,
     RestartFailedError,
 )
-from pcmkimg.adapters.errors import CibEnvironmentError as CibEnvironmentError
-from pcmkimg.adapters.errors import NoQuorumError as NoQuorumError
-from pcmkimg.adapters.errors import NotFoundError as NotFoundError
-from pcmkimg.adapters.errors import ToolError as ToolError
-from pcmkimg.adapters.errors import ToolMissingError as ToolMissingError
 from pcmkimg.adapters.runner import (
     CALL_SLACK,
     FIX_ROOT,
+    RC_NOSUCH,
     RC_TIMEOUT,
     RawSnapshot,
     Runner,
+    ToolResult,
     read_snapshot,
+    tool_error,
 )
-
-# The runner's names, as they were when they lived here (callers and tests use them so).
-from pcmkimg.adapters.runner import CIB_ENV_PREFIX as CIB_ENV_PREFIX
-from pcmkimg.adapters.runner import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
-from pcmkimg.adapters.runner import RC_DISCONNECT as RC_DISCONNECT
-from pcmkimg.adapters.runner import RC_NOSUCH as RC_NOSUCH
-from pcmkimg.adapters.runner import RC_OLD as RC_OLD
-from pcmkimg.adapters.runner import RC_QUORUM as RC_QUORUM
-from pcmkimg.adapters.runner import Backend as Backend
-from pcmkimg.adapters.runner import ToolResult as ToolResult
-from pcmkimg.adapters.runner import cib_variables as cib_variables
-from pcmkimg.adapters.runner import read_early as read_early
-from pcmkimg.adapters.runner import runner_for as runner_for
-from pcmkimg.adapters.runner import subprocess_backend as subprocess_backend
-from pcmkimg.adapters.runner import tool_error as tool_error
 from pcmkimg.adapters.signals import signals_held, sigterm_raises
 from pcmkimg.core import cib, plan, restart
 from pcmkimg.core import commands as cmd

@@ -10,7 +10,7 @@ normal "that name is not here" of :meth:`Store.resolve` is a :class:`Unresolved`
 
 :func:`resolve_local` is the OCF agent's path: the local socket, else the ``podman`` command.
 It lives in :mod:`pcmkimg.adapters.localstore` (standard library only, for the agent's
-monitor) with the types and errors it uses; they are re-exported here.
+monitor); the types and errors live in :mod:`pcmkimg.core.images` and :mod:`pcmkimg.core.errors`.
 
 podman-py is imported inside :func:`connect` only, so that importing this module stays cheap.
 """
@@ -26,40 +26,27 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from pcmkimg.adapters.config import Config
-from pcmkimg.adapters.errors import HostKeyRejected
-from pcmkimg.adapters.localstore import inspect_over_socket, resolve_local, resolve_with_cli
 from pcmkimg.adapters.signals import signals_held
 from pcmkimg.core.errors import (
-    AuthError,
     DigestMismatch,
-    ImageAbsent,
     ImageError,
-    ImageNotFound,
     InvalidName,
     InvalidReference,
-    NodesUnreachable,
     NodeUnreachable,
-    PodmanCommandFailed,
     PullFailed,
     RegistryUnreachable,
     SocketDown,
     StoreError,
-    StoreFull,
-    TLSError,
 )
 from pcmkimg.core.images import (
     Container,
     ImageInfo,
-    Pruned,
     Pulled,
     PullProgress,
     Resolved,
-    Unresolved,
     containers_from,
-    downtime,
     has_digest,
     image_info,
-    parse_created,
 )
 from pcmkimg.core.naming import DEFAULT_SCHEME, Scheme
 from pcmkimg.core.prune import repository_of
@@ -68,9 +55,18 @@ from pcmkimg.core.reference import (
     Reference,
     parse,
 )
-from pcmkimg.core.store import Resolution, StorePort
-from pcmkimg.core.tagplan import HOLD_TAG, Retagged, TagOp
+from pcmkimg.core.store import StorePort
+from pcmkimg.core.tagplan import TagOp
 from pcmkimg.records import dataclass, field
+
+# isort: off
+# Reached as ``images.NAME`` by workflows/update.py, rollback.py and test_execute_paths.py
+# (``import podman as images``) until the node step imports them from their homes (issue 30).
+from pcmkimg.core.errors import AuthError as AuthError
+from pcmkimg.core.images import Unresolved as Unresolved
+from pcmkimg.core.images import downtime as downtime
+from pcmkimg.core.tagplan import Retagged as Retagged
+# isort: on
 
 if TYPE_CHECKING:
     from podman import PodmanClient
@@ -594,46 +590,3 @@ def open_stores(config: Config, local_node: str | None) -> Iterator[Stores]:
         yield stores
     finally:
         stores.close()
-
-
-__all__ = [
-    "AuthError",
-    "Container",
-    "DigestMismatch",
-    "HOLD_TAG",
-    "HostKeyRejected",
-    "ImageAbsent",
-    "ImageError",
-    "ImageInfo",
-    "ImageNotFound",
-    "InvalidName",
-    "NodeUnreachable",
-    "NodesUnreachable",
-    "SocketDown",
-    "PodmanCommandFailed",
-    "Pruned",
-    "PullFailed",
-    "PullProgress",
-    "Pulled",
-    "RegistryUnreachable",
-    "Resolution",
-    "Resolved",
-    "Retagged",
-    "Store",
-    "StoreError",
-    "StoreFull",
-    "StorePort",
-    "TLSError",
-    "TagOp",
-    "Unresolved",
-    "backoff_delays",
-    "classify_pull_error",
-    "connect",
-    "downtime",
-    "each",
-    "image_info",
-    "inspect_over_socket",
-    "parse_created",
-    "resolve_local",
-    "resolve_with_cli",
-]

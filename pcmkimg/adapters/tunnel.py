@@ -13,7 +13,6 @@ raises :class:`TunnelFailed` within its timeout, quoting ssh's own words.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -24,8 +23,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pcmkimg.adapters.errors import TunnelFailed
+from pcmkimg.adapters.sshurl import SshTarget, parse_url
 from pcmkimg.core import commands as cmd
-from pcmkimg.records import dataclass
 
 if TYPE_CHECKING:
     from pcmkimg.adapters.config import SshSettings
@@ -33,43 +32,12 @@ if TYPE_CHECKING:
 OPEN_TIMEOUT = 15.0
 """The longest :func:`open_tunnel` waits for the tunnel, in seconds."""
 
-_URL = re.compile(
-    r"ssh://(?:(?P<user>[^@/\s]+)@)?(?P<host>[^:/\s\[\]]+|\[[0-9a-fA-F:]+\])"
-    r"(?::(?P<port>[0-9]{1,5}))?(?P<path>/\S+)"
-)
 _HOST_KEY_WORDS = (
     "host key verification failed",
     "remote host identification has changed",
     "host key for",
     "no matching host key",
 )
-
-
-@dataclass(frozen=True)
-class SshTarget:
-    """Where an ``ssh://[USER@]HOST[:PORT]/PATH`` URL points."""
-
-    host: str
-    socket_path: str
-    user: str | None = None
-    port: int | None = None
-
-    @property
-    def destination(self) -> str:
-        host = self.host.strip("[]")
-        return f"{self.user}@{host}" if self.user else host
-
-
-def parse_url(url: str) -> SshTarget:
-    """Split an ``ssh://`` podman URL; raise TunnelFailed for anything else."""
-    found = _URL.fullmatch(url)
-    port = int(found["port"]) if found and found["port"] else None
-    if not found or (port is not None and not 0 < port < 65536) or found["host"].startswith("-"):
-        raise TunnelFailed(
-            f"{url!r} is not an ssh podman URL",
-            fix="write ssh://USER@HOST[:PORT]/run/podman/podman.sock",
-        )
-    return SshTarget(found["host"], found["path"], found["user"], port)
 
 
 def ssh_argv(

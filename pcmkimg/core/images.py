@@ -7,9 +7,6 @@ podman's answers; and two rules on plain data (:func:`has_digest`, :func:`downti
 kinds are in :mod:`pcmkimg.core.errors`, the name moves of a retag and of its undo in
 :mod:`pcmkimg.core.tagplan`, which images a prune removes in :mod:`pcmkimg.core.prune`.
 Standard library only, and no typing at run time: the agent's monitor imports it.
-
-The tag plans are also importable from here, where the callers that predate the split import
-them.
 """
 
 from __future__ import annotations
@@ -19,12 +16,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from pcmkimg.core.errors import UnexpectedAnswer
-from pcmkimg.core.tagplan import HOLD_TAG as HOLD_TAG
-from pcmkimg.core.tagplan import Retagged as Retagged
-from pcmkimg.core.tagplan import TagOp as TagOp
-from pcmkimg.core.tagplan import restore_plan as restore_plan
-from pcmkimg.core.tagplan import retag_plan as retag_plan
-from pcmkimg.core.tagplan import unswap_plan as unswap_plan
 from pcmkimg.records import dataclass
 
 TYPE_CHECKING = False

@@ -1,6 +1,6 @@
 """``pcmkimg metrics``: the state in Prometheus' text exposition format (version 0.0.4); pure.
 
-:func:`families` turns the ``status`` document (:func:`pcmkimg.workflows.status.rows`, schema
+:func:`families` turns the ``status`` document (:func:`pcmkimg.core.statusdoc.rows`, schema
 ``pcmkimg-status/1``), the update lease and the journal's last updates into metric families;
 :func:`render` writes them out. Names, units and suffixes follow Prometheus' naming conventions
 (``_info`` for info metrics of value 1, ``_timestamp_seconds`` for a time, no ``_total``: no

@@ -1,6 +1,6 @@
 """``pcmkimg metrics [--textfile DIR]``: the state in Prometheus' text format.
 
-The state is ``status``'s, read the same way (:func:`pcmkimg.workflows.status.gather`: one
+The state is ``status``'s, read the same way (:func:`pcmkimg.workflows.survey.survey`: one
 read of the cluster, the nodes' stores through read-only views), plus the update lease, the
 journal's last update per service and the last recorded ``outdated`` check;
 :mod:`pcmkimg.core.metrics` renders it. With ``textfile`` the text replaces
@@ -14,9 +14,11 @@ from pathlib import Path
 from pcmkimg.adapters import journal, textfile
 from pcmkimg.core import lease, outdated, plan
 from pcmkimg.core import metrics as M
+from pcmkimg.core.statusdoc import rows
+from pcmkimg.core.survey import Gathered
 from pcmkimg.records import dataclass
-from pcmkimg.workflows import status
 from pcmkimg.workflows.context import Context
+from pcmkimg.workflows.survey import survey
 
 
 @dataclass(frozen=True)
@@ -42,13 +44,13 @@ def _lease_held(cluster: plan.Cluster) -> bool:
         return True
 
 
-def exposition(ctx: Context, gathered: status.Gathered) -> str:
+def exposition(ctx: Context, gathered: Gathered) -> str:
     """The text of what ``status`` gathered, the lease, this node's journal and the last
     recorded ``outdated`` check."""
     updates = M.last_updates(journal.history(ctx.journal_dir))
     recorded = journal.read_state(ctx.journal_dir, outdated.RECORD_FILE)
     return M.text(
-        status.rows(gathered),
+        rows(gathered),
         lease_held=_lease_held(gathered.cluster),
         updates=updates,
         outdated=recorded,
@@ -59,11 +61,7 @@ def run(ctx: Context, req: MetricsRequest) -> MetricsReport:
     """Read as ``status`` does, render, and write the textfile when asked."""
     if req.textfile is not None:
         textfile.check_dir(req.textfile)  # before the cluster is read: bad input is exit 2
-    cluster = ctx.cluster.read_cluster()
-    found = status.floating_bundles(cluster, ctx.scheme)
-    with ctx.open_views() as views:
-        gathered = status.gather(cluster, views, found)
-    text = exposition(ctx, gathered)
+    text = exposition(ctx, survey(ctx))
     if req.textfile is None:
         return MetricsReport(text)
     return MetricsReport(text, textfile.write_atomic(req.textfile, M.FILE_NAME, text))

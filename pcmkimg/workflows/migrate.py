@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import podman as images
 from pcmkimg.adapters import signals
 from pcmkimg.core import cib, naming
 from pcmkimg.core import commands as cmd
@@ -24,6 +23,7 @@ from pcmkimg.core.errors import (
     PreflightFailed,
     UnknownService,
 )
+from pcmkimg.core.images import Resolved
 from pcmkimg.core.plan import (
     Cluster,
     Say,
@@ -111,10 +111,10 @@ def check_nodes(m: Migration, stores: StoresPort) -> dict[str, str]:
             unreachable.append(f"{node}: {answer}")
             continue
         now, floating = answer
-        if not isinstance(now, images.Resolved):
+        if not isinstance(now, Resolved):
             problems.append(f"{m.current} is not in the store of {node}")
             continue
-        if isinstance(floating, images.Resolved) and floating.id != now.id:
+        if isinstance(floating, Resolved) and floating.id != now.id:
             problems.append(
                 f"{m.floating} already names another image ({floating.id[:12]}) on {node}"
             )

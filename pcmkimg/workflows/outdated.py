@@ -1,6 +1,6 @@
 """``pcmkimg outdated [SERVICE...]``: which nodes lag behind what the registry serves now.
 
-It reads what ``status`` reads, the same way (:func:`pcmkimg.workflows.status.gather`: one
+It reads what ``status`` reads, the same way (:func:`pcmkimg.workflows.survey.survey`: one
 read of the cluster, one image list per node, read-only), takes each node's image behind the
 floating name (its real names and ``RepoDigests``), asks the registry once per distinct
 reference through the registry port (skopeo, in parallel, a deadline per registry) and judges
@@ -18,10 +18,11 @@ from typing import Any
 
 from pcmkimg.adapters import journal, textfile
 from pcmkimg.core import outdated as O
+from pcmkimg.core.survey import Gathered
 from pcmkimg.errors import PcmkimgError, Unreachable
 from pcmkimg.records import dataclass, field
-from pcmkimg.workflows import status
 from pcmkimg.workflows.context import Context
+from pcmkimg.workflows.survey import survey
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -55,12 +56,22 @@ class OutdatedReport:
     def complete(self) -> bool:
         return bool(self.doc["complete"])
 
+    @property
+    def finding(self) -> str | None:
+        """What the exit code says (the CLI maps it): a registry not asked comes before an
+        update available; None: every node runs what its registry serves."""
+        if not self.complete:
+            return "registry-unasked"
+        if self.outdated:
+            return "outdated"
+        return None
+
 
 class RecordFailed(Unreachable):
     """The check ran, but its result could not be recorded everywhere."""
 
 
-def _images(g: status.Gathered) -> list[O.ServiceImages]:
+def _images(g: Gathered) -> list[O.ServiceImages]:
     found = []
     for s in g.services:
         nodes = []
@@ -78,7 +89,7 @@ def _images(g: status.Gathered) -> list[O.ServiceImages]:
     return found
 
 
-def _record(ctx: Context, req: OutdatedRequest, g: status.Gathered, doc: dict) -> list[str]:  # type: ignore[type-arg]
+def _record(ctx: Context, req: OutdatedRequest, g: Gathered, doc: dict) -> list[str]:  # type: ignore[type-arg]
     """The attributes, the state file and the textfile; what failed, one line each."""
     errors = []
     for node, service, state in O.node_states(doc):
@@ -103,10 +114,7 @@ def run(ctx: Context, req: OutdatedRequest) -> OutdatedReport:
         textfile.check_dir(req.textfile)  # before anything is read: bad input is exit 2
     if req.record:
         journal.ensure_dir(ctx.journal_dir)
-    cluster = ctx.cluster.read_cluster()
-    found = status.floating_bundles(cluster, ctx.scheme, req.services)
-    with ctx.open_views() as views:
-        gathered = status.gather(cluster, views, found)
+    gathered = survey(ctx, req.services)
     services = _images(gathered)
     refs = O.references(n for s in services for n in s.nodes)
     answers = ctx.open_registry().served(refs, req.timeout) if refs else {}

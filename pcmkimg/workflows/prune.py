@@ -6,9 +6,9 @@ Under the lease, so that an update's freshly pulled image is never pruned before
 from __future__ import annotations
 
 from pcmkimg.adapters import lease as leasing
-from pcmkimg.adapters import podman as images
 from pcmkimg.core import plan
-from pcmkimg.core.errors import UnknownNode
+from pcmkimg.core.errors import NodesUnreachable, UnknownNode
+from pcmkimg.core.images import Pruned
 from pcmkimg.records import dataclass, field
 from pcmkimg.workflows.context import Context
 from pcmkimg.workflows.update import one_of
@@ -28,7 +28,7 @@ class PruneRequest:
 class PruneReport:
     """What was pruned on each node, and the nodes that could not be pruned."""
 
-    pruned: dict[str, images.Pruned] = field(default_factory=dict)
+    pruned: dict[str, Pruned] = field(default_factory=dict)
     failed: dict[str, BaseException] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
@@ -40,12 +40,12 @@ class PruneReport:
             for n, r in self.pruned.items()
         ]
 
-    def error(self) -> images.NodesUnreachable | None:
+    def error(self) -> NodesUnreachable | None:
         """The error of the nodes that could not be pruned (None: every node was), with the
         report of the others."""
         if not self.failed:
             return None
-        error = images.NodesUnreachable(
+        error = NodesUnreachable(
             "; ".join(f"{n}: {e}" for n, e in self.failed.items()),
             "reach those nodes, then prune them again (the others were pruned)",
         )
@@ -68,6 +68,6 @@ def run(ctx: Context, req: PruneRequest) -> PruneReport:
     with ctx.open_stores() as stores, leasing.held(ctx.cluster, ctx.lease_period):
         results = stores.each(targets, lambda s: s.prune(bundle.service, keep=req.keep))
     return PruneReport(
-        pruned={n: r for n, r in results.items() if isinstance(r, images.Pruned)},
+        pruned={n: r for n, r in results.items() if isinstance(r, Pruned)},
         failed={n: r for n, r in results.items() if isinstance(r, BaseException)},
     )

@@ -15,9 +15,9 @@ from pcmkimg.adapters.journal import Journal
 from pcmkimg.core import commands as cmd
 from pcmkimg.core import naming, plan
 from pcmkimg.core.errors import PreflightFailed
-from pcmkimg.core.images import HOLD_TAG, unswap_plan
 from pcmkimg.core.reference import Reference
 from pcmkimg.core.report import NodeResult
+from pcmkimg.core.tagplan import HOLD_TAG, unswap_plan
 from pcmkimg.errors import PcmkimgError
 from pcmkimg.records import dataclass
 from pcmkimg.workflows.context import Context

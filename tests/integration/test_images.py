@@ -11,9 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import podman
 from pcmkimg.adapters.config import Config, RegistrySettings
-from pcmkimg.adapters.podman import Resolved, Unresolved
+from pcmkimg.adapters.localstore import resolve_local, resolve_with_cli
+from pcmkimg.core.errors import (
+    DigestMismatch,
+    ImageAbsent,
+    ImageNotFound,
+    InvalidName,
+    NodeUnreachable,
+    PodmanCommandFailed,
+    RegistryUnreachable,
+    TLSError,
+)
+from pcmkimg.core.images import PullProgress, Resolved, Unresolved
+from pcmkimg.core.store import Resolution
 from tests.sandbox.proc import free_port
 
 FLOATING = "cluster.common.tag/svc:pcmklatest"
@@ -39,8 +51,8 @@ def sb(podman_sandbox) -> Iterator:
 
 
 @pytest.fixture
-def stores(sb) -> Iterator[list[images.Store]]:
-    opened = [images.connect(n.name, n.url, config=config_for(sb)) for n in sb.podman_nodes]
+def stores(sb) -> Iterator[list[podman.Store]]:
+    opened = [podman.connect(n.name, n.url, config=config_for(sb)) for n in sb.podman_nodes]
     yield opened
     for store in opened:
         store.close()
@@ -75,7 +87,7 @@ def test_resolve_absent_name_is_unresolved_on_every_node(sb, stores) -> None:
 
 def test_pull_lands_on_one_node_only_and_reports_progress(sb, stores) -> None:
     first, *others = stores
-    events: list[images.PullProgress] = []
+    events: list[PullProgress] = []
     pulled = first.pull(sb.ref("ns1/svc:1.0"), progress=events.append)
     assert pulled.resolved.id == sb.images["ns1/svc:1.0"]
     assert pulled.resolved.name == sb.ref("ns1/svc:1.0")
@@ -98,7 +110,7 @@ def test_pull_by_expected_digest_skips_the_network_when_present(sb, stores) -> N
     first, second, _ = stores
     ref = sb.ref("ns1/svc:1.0")
     digest = first.pull(ref).resolved.digest
-    events: list[images.PullProgress] = []
+    events: list[PullProgress] = []
     again = first.pull(ref, expected_digest=digest, progress=events.append)
     assert again.cached and again.attempts == 0
     assert [e.kind for e in events] == ["cached", "done"]
@@ -114,18 +126,18 @@ def test_pull_of_missing_tag_or_unknown_digest_fails_typed_store_unchanged(sb, s
     store, node = stores[0], sb.podman_nodes[0]
     store.pull(sb.ref("ns1/svc:1.0"))
     before, before_cli = store.images(), cli_images(sb, node)
-    with pytest.raises(images.ImageNotFound) as caught:
+    with pytest.raises(ImageNotFound) as caught:
         store.pull(sb.ref("ns1/svc:nope"), retries=1, backoff=0.01)
     assert node.name in caught.value.one_line() and "ns1/svc:nope" in caught.value.one_line()
     assert caught.value.fix
-    with pytest.raises(images.ImageNotFound):
+    with pytest.raises(ImageNotFound):
         store.pull(sb.ref("nsx/svc:1.0"))
     # A tag whose image has another digest than the one asked for: refused, both named.
-    with pytest.raises(images.DigestMismatch) as wrong:
+    with pytest.raises(DigestMismatch) as wrong:
         store.pull(sb.ref("ns1/svc:1.0"), expected_digest="sha256:" + "0" * 64)
     assert "sha256:" + "0" * 64 in wrong.value.message
     # A digest the registry does not have: not found.
-    with pytest.raises(images.ImageNotFound):
+    with pytest.raises(ImageNotFound):
         store.pull(sb.ref("ns1/svc") + "@sha256:" + "0" * 64)
     assert store.images() == before and cli_images(sb, node) == before_cli
 
@@ -135,8 +147,8 @@ def test_pull_from_stopped_registry_retries_then_fails_typed(sb, stores) -> None
     store.pull(sb.ref("ns1/svc:1.1"))
     before_cli = cli_images(sb, node)
     down = f"127.0.0.1:{free_port()}"
-    events: list[images.PullProgress] = []
-    with pytest.raises(images.RegistryUnreachable) as caught:
+    events: list[PullProgress] = []
+    with pytest.raises(RegistryUnreachable) as caught:
         store.pull(
             f"{down}/ns1/svc:1.0", tls_verify=False, retries=1, backoff=0.05, progress=events.append
         )
@@ -147,18 +159,18 @@ def test_pull_from_stopped_registry_retries_then_fails_typed(sb, stores) -> None
 
 def test_tls_is_verified_unless_configured(sb) -> None:
     node = sb.podman_nodes[2]
-    with images.connect(node.name, node.url) as store:
-        with pytest.raises(images.TLSError) as caught:
+    with podman.connect(node.name, node.url) as store:
+        with pytest.raises(TLSError) as caught:
             store.pull(sb.ref("ns1/svc:1.0"))
         assert "tls_verify=false" in caught.value.fix
         assert store.images() == ()
 
 
 def test_invalid_names_are_refused_before_any_request(sb, stores) -> None:
-    with pytest.raises(images.InvalidName) as caught:
+    with pytest.raises(InvalidName) as caught:
         stores[0].pull(sb.ref("NS/svc:1.0"))
     assert "lowercase" in caught.value.message and sb.podman_nodes[0].name in str(caught.value)
-    with pytest.raises(images.InvalidName):
+    with pytest.raises(InvalidName):
         stores[0].retag("cluster.common.tag/svc", sb.ref("ns1/svc:1.0"))
 
 
@@ -171,11 +183,11 @@ def test_retag_moves_the_floating_name_and_never_drops_it(sb, stores) -> None:
     first = store.retag(FLOATING, sb.ref("ns1/svc:1.0"))
     assert (first.old_id, first.new_id, first.moved, first.rollback) == (None, old, True, None)
 
-    seen: list[images.Resolution] = []
+    seen: list[Resolution] = []
     stop = threading.Event()
 
     def watch() -> None:
-        with images.connect(node.name, node.url) as watcher:
+        with podman.connect(node.name, node.url) as watcher:
             while not stop.is_set():
                 seen.append(watcher.resolve(FLOATING))
 
@@ -227,7 +239,7 @@ def test_swap_of_single_named_images_never_leaves_one_nameless(sb, stores) -> No
 
 
 def test_retag_of_an_absent_image_is_a_typed_error(sb, stores) -> None:
-    with pytest.raises(images.ImageAbsent) as caught:
+    with pytest.raises(ImageAbsent) as caught:
         stores[0].retag(FLOATING, sb.ref("ns1/svc:1.0"))
     assert "pull it" in caught.value.fix
     assert stores[0].images() == ()
@@ -305,19 +317,19 @@ def test_prune_of_one_service_leaves_another_stopped_service_and_foreign_names(s
 def test_unreachable_socket_and_the_cli_fallback(sb, stores) -> None:
     node = sb.podman_nodes[0]
     bogus = f"unix://{sb.dir}/no-such/podman.sock"
-    with pytest.raises(images.NodeUnreachable) as caught:
-        images.connect(node.name, bogus)
+    with pytest.raises(NodeUnreachable) as caught:
+        podman.connect(node.name, bogus)
     assert node.name in caught.value.one_line() and bogus in caught.value.one_line()
 
     assert isinstance(
-        images.resolve_local(FLOATING, bogus, node=node.name, podman_command=node.cli()),
+        resolve_local(FLOATING, bogus, node=node.name, podman_command=node.cli()),
         Unresolved,
     )
     stores[0].pull(sb.ref("ns1/svc:1.0"))
     stores[0].retag(FLOATING, sb.ref("ns1/svc:1.0"))
-    by_api = images.resolve_local(FLOATING, node.url, node=node.name)
-    by_cli = images.resolve_local(FLOATING, bogus, node=node.name, podman_command=node.cli())
+    by_api = resolve_local(FLOATING, node.url, node=node.name)
+    by_cli = resolve_local(FLOATING, bogus, node=node.name, podman_command=node.cli())
     assert isinstance(by_cli, Resolved) and by_cli == by_api
     assert by_cli.other_names == (sb.ref("ns1/svc:1.0"),)
-    with pytest.raises(images.PodmanCommandFailed):
-        images.resolve_with_cli(FLOATING, podman_command=[f"{sb.dir}/no-such-podman"])
+    with pytest.raises(PodmanCommandFailed):
+        resolve_with_cli(FLOATING, podman_command=[f"{sb.dir}/no-such-podman"])

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import podman
 from pcmkimg.adapters.config import Config, RegistrySettings
+from pcmkimg.core.images import Pulled
 from pcmkimg.progress import PullDisplay
 from tests.unit.test_progress import FakeTty, screen
 
@@ -21,12 +22,12 @@ def wipe(sb) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def stores(podman_sandbox) -> Iterator[images.Stores]:  # type: ignore[no-untyped-def]
+def stores(podman_sandbox) -> Iterator[podman.Stores]:  # type: ignore[no-untyped-def]
     sb = podman_sandbox
     wipe(sb)
     config = Config(registries={sb.registry: RegistrySettings(tls_verify=False)})
-    opened = {n.name: images.connect(n.name, n.url, config=config) for n in sb.podman_nodes}
-    stores = images.Stores(config, None, opened=opened)  # type: ignore[arg-type]
+    opened = {n.name: podman.connect(n.name, n.url, config=config) for n in sb.podman_nodes}
+    stores = podman.Stores(config, None, opened=opened)  # type: ignore[arg-type]
     try:
         yield stores
     finally:
@@ -41,7 +42,7 @@ def test_parallel_pulls_show_one_final_line_per_node(podman_sandbox, stores):
     tty = FakeTty()
     show = PullDisplay(tty, width=120)
     results = stores.each(list(stores.opened), lambda s: s.pull(ref, progress=show))
-    assert all(isinstance(r, images.Pulled) for r in results.values()), results
+    assert all(isinstance(r, Pulled) for r in results.values()), results
     lines = screen(tty.getvalue())
     assert len(lines) == len(stores.opened), lines
     for node, line in zip(show.nodes, lines):

@@ -62,7 +62,7 @@ import sys, tempfile
 from pathlib import Path
 from pcmkimg.adapters import config, journal, signals
 from pcmkimg.adapters import pacemaker as pm
-from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import podman
 from pcmkimg.core.reference import parse
 from pcmkimg.workflows.session import Session
 
@@ -71,7 +71,7 @@ ref = parse(sys.argv[2])
 nodes = list(conf.nodes)
 try:
     with signals.sigterm_raises():
-        with images.open_stores(conf, None) as stores:
+        with podman.open_stores(conf, None) as stores:
             jrnl = journal.open_journal(Path(tempfile.mkdtemp()))
             session = Session(pm.Pacemaker(), stores, jrnl, lambda t: print(t, flush=True))
             session.pull_all(nodes, ref, None)

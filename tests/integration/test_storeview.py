@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import podman as images
-from pcmkimg.adapters import storeview
+from pcmkimg.adapters import podman, storeview
 from pcmkimg.adapters.config import Config
+from pcmkimg.core.errors import SocketDown
+from pcmkimg.core.images import Resolved, Unresolved
 from tests.integration.test_tunnel import Sshd, sshd  # noqa: F401 - the sshd fixture
 from tests.offline.test_offline_status import FLOATING, REAL, node_store  # noqa: F401 - fixture
 
 
 def _same_as_podman_py(view: storeview.StoreView, url: str) -> None:
-    with images.connect("n0", url) as store:
+    with podman.connect("n0", url) as store:
         assert view.named_images() == tuple(
             i for i in store.named_images() if i.names
         )  # one call each
@@ -29,14 +30,14 @@ def test_the_view_over_the_unix_socket(node_store: tuple[str, str]) -> None:  # 
     assert image.id == image_id and set(image.names) == {FLOATING, REAL}
     assert view.containers(running_only=True) == ()
     found = view.resolve(FLOATING)
-    assert isinstance(found, images.Resolved) and found.id == image_id
-    assert isinstance(view.resolve("cluster.common.tag/absent:pcmklatest"), images.Unresolved)
+    assert isinstance(found, Resolved) and found.id == image_id
+    assert isinstance(view.resolve("cluster.common.tag/absent:pcmklatest"), Unresolved)
     _same_as_podman_py(view, url)
 
 
 def test_a_local_socket_that_does_not_answer_is_socket_down(tmp_path: Path) -> None:
     view = storeview.open_view("n1", f"unix://{tmp_path}/podman.sock", Config())
-    with pytest.raises(images.SocketDown) as down:
+    with pytest.raises(SocketDown) as down:
         view.named_images()
     assert "n1" in down.value.one_line()
 

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import podman as images
+from pcmkimg.adapters import podman
 from pcmkimg.adapters.config import Config, SshSettings
-from pcmkimg.adapters.errors import TunnelFailed
+from pcmkimg.adapters.errors import HostKeyRejected, TunnelFailed
 from pcmkimg.adapters.tunnel import open_tunnel
+from pcmkimg.core.errors import NodeUnreachable
+from pcmkimg.core.images import Unresolved
 from tests.sandbox.proc import free_port, tcp_open, terminate, wait_for
 from tests.sandbox.require import need, need_root, need_tools
 
@@ -86,14 +88,14 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 def test_tunnel_reaches_a_podman_node_and_is_torn_down(sshd, podman_sandbox) -> None:
     node = podman_sandbox.podman_nodes[0]
     url = sshd.url(node.socket)
-    store = images.connect(node.name, url, config=sshd.config())
+    store = podman.connect(node.name, url, config=sshd.config())
     tunnel = store._tunnel
     assert tunnel is not None and Path(tunnel.local_socket).exists()
     with store:
         assert store.url == url
         found = store.resolve("cluster.common.tag/tunnel:pcmklatest")
-        assert isinstance(found, images.Unresolved) and found.node == node.name
-        with images.connect(node.name, node.url) as direct:
+        assert isinstance(found, Unresolved) and found.node == node.name
+        with podman.connect(node.name, node.url) as direct:
             assert store.images() == direct.images()
     assert tunnel.process.poll() is not None
     assert not Path(tunnel.local_socket).exists()
@@ -105,8 +107,8 @@ def test_changed_host_key_is_refused_quickly_and_clearly(sshd, podman_sandbox) -
     other_pub = keygen(sshd.dir / "other_host_key")
     wrong.write_text(f"[127.0.0.1]:{sshd.port} {' '.join(other_pub.split()[:2])}\n")
     started = time.monotonic()
-    with pytest.raises(images.HostKeyRejected) as caught:
-        images.connect(node.name, sshd.url(node.socket), config=sshd.config(wrong))
+    with pytest.raises(HostKeyRejected) as caught:
+        podman.connect(node.name, sshd.url(node.socket), config=sshd.config(wrong))
     assert time.monotonic() - started < 15
     line = caught.value.one_line()
     assert node.name in line and f"127.0.0.1:{sshd.port}" in line
@@ -117,8 +119,8 @@ def test_changed_host_key_is_refused_quickly_and_clearly(sshd, podman_sandbox) -
 def test_unknown_host_is_refused(sshd, podman_sandbox) -> None:
     empty = sshd.dir / "empty_known_hosts"
     empty.write_text("")
-    with pytest.raises(images.HostKeyRejected, match="Host key verification failed"):
-        images.connect("n", sshd.url(Path("/nowhere.sock")), config=sshd.config(empty))
+    with pytest.raises(HostKeyRejected, match="Host key verification failed"):
+        podman.connect("n", sshd.url(Path("/nowhere.sock")), config=sshd.config(empty))
 
 
 def test_ssh_to_a_closed_port_fails_fast_with_ssh_stderr(sshd) -> None:
@@ -141,8 +143,8 @@ def test_wrong_client_key_is_an_unreachable_node(sshd, podman_sandbox) -> None:
     if not stranger.exists():
         keygen(stranger)
     config = Config(ssh=SshSettings(sshd.known_hosts, stranger, 5))
-    with pytest.raises(images.NodeUnreachable) as caught:
-        images.connect(node.name, sshd.url(node.socket), config=config)
-    assert not isinstance(caught.value, images.HostKeyRejected)
+    with pytest.raises(NodeUnreachable) as caught:
+        podman.connect(node.name, sshd.url(node.socket), config=config)
+    assert not isinstance(caught.value, HostKeyRejected)
     assert "Permission denied" in caught.value.message
     assert "authorize" in caught.value.fix

@@ -20,6 +20,7 @@ import pytest
 
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import pacemaker as pm
+from pcmkimg.adapters.runner import subprocess_backend
 from pcmkimg.core import cib, lease
 from tests import fixtures
 from tests.offline._tools import run
@@ -63,7 +64,7 @@ class Interleaved:
         patch = tuple(argv[:2]) == ("cibadmin", "--patch")
         if patch and not self.patches:
             run(*self.edit, cib_file=self.path)
-        rc, out, err = pm.subprocess_backend(argv, env, timeout, stdin)
+        rc, out, err = subprocess_backend(argv, env, timeout, stdin)
         if patch:
             self.patches.append(rc)
         return rc, out, err

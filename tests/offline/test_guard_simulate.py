@@ -157,14 +157,14 @@ def simulated(tmp_path: Path) -> SimulatedCluster:
 def test_guard_add_with_another_name_restarts_no_replica(simulated: SimulatedCluster) -> None:
     """Issue 12.2: changing an existing guard's image restarts the guard only."""
     from pcmkimg.core import lease
-    from pcmkimg.workflows import guard
     from pcmkimg.workflows.context import Context
+    from pcmkimg.workflows.guard import add
 
     new = "cluster.common.tag/haproxy2:pcmklatest"
     said: list[str] = []
     ctx = Context(simulated, say=said.append)  # type: ignore[arg-type]
-    report = guard.run(ctx, guard.GuardRequest("add", BUNDLE, new, timeout=60))
-    assert report.doc["changed"]
+    report = add.run(ctx, add.AddRequest(BUNDLE, new, timeout=60))
+    assert report.changed
     assert simulated.replica_stops() == []
     # The guard itself did restart with the new name, on every node.
     guard_starts = {n for k, n in simulated.ops if k.startswith(GUARD) and k.endswith("_start_0")}

@@ -25,7 +25,8 @@ import pytest
 from ocf import OCFRC, run
 from pcmkimg import agent
 from pcmkimg.adapters import apisocket
-from pcmkimg.adapters.podman import ImageInfo, PodmanCommandFailed, Resolved, StoreError
+from pcmkimg.core.errors import PodmanCommandFailed, StoreError
+from pcmkimg.core.images import ImageInfo, Resolved
 from pcmkimg.records import replace
 from tests.sandbox.cluster import write_site
 from tests.sandbox.require import need

@@ -9,14 +9,14 @@ from pathlib import Path
 import click
 import pytest
 
-from pcmkimg import agent, cli  # noqa: F401 - agent: its error types are in the tree below
+from pcmkimg import agent, cli, wiring  # noqa: F401 - agent: its error types are in the tree below
 from pcmkimg.adapters import journal, signals
-from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.errors import (
     BanNotRemovedError,
     CibChangedError,
     ClusterUnreachableError,
     ConfigError,
+    HostKeyRejected,
     NodeNotConfigured,
     NoQuorumError,
     NotFoundError,
@@ -31,16 +31,24 @@ from pcmkimg.adapters.errors import (
 )
 from pcmkimg.core import cib, lease
 from pcmkimg.core.errors import (
+    AuthError,
     BundleNotFoundError,
     CibParseError,
     CibStructureError,
+    DigestMismatch,
     GuardConflictError,
+    ImageNotFound,
     InvalidReference,
     InvalidScheme,
     NodeNotReady,
+    NodesUnreachable,
+    NodeUnreachable,
     NotFloatingName,
     PreflightFailed,
+    PullFailed,
+    RegistryUnreachable,
     RestartRefusedError,
+    TLSError,
     UnknownNode,
     UnknownService,
 )
@@ -93,18 +101,18 @@ EXPECTED: list[tuple[BaseException, int]] = [
     (lease.LeaseLostError("x"), cli.LEASE_HELD),
     (lease.LeaseUnreadableError("x", "why"), cli.LEASE_HELD),
     # 2: the image under the tag has another digest than the one asked for
-    (images.DigestMismatch("x", **NODE), cli.BAD_INPUT),
+    (DigestMismatch("x", **NODE), cli.BAD_INPUT),
     (DigestRefused("x"), cli.BAD_INPUT),
     # 5: unreachable, pulls
     (PullsFailed("x"), cli.UNREACHABLE),
-    (images.NodesUnreachable("x"), cli.UNREACHABLE),
-    (images.NodeUnreachable("x", **NODE), cli.UNREACHABLE),
-    (images.HostKeyRejected("x", **NODE), cli.UNREACHABLE),
-    (images.RegistryUnreachable("x", **NODE), cli.UNREACHABLE),
-    (images.ImageNotFound("x", **NODE), cli.UNREACHABLE),
-    (images.AuthError("x", **NODE), cli.UNREACHABLE),
-    (images.TLSError("x", **NODE), cli.UNREACHABLE),
-    (images.PullFailed("x", **NODE), cli.UNREACHABLE),
+    (NodesUnreachable("x"), cli.UNREACHABLE),
+    (NodeUnreachable("x", **NODE), cli.UNREACHABLE),
+    (HostKeyRejected("x", **NODE), cli.UNREACHABLE),
+    (RegistryUnreachable("x", **NODE), cli.UNREACHABLE),
+    (ImageNotFound("x", **NODE), cli.UNREACHABLE),
+    (AuthError("x", **NODE), cli.UNREACHABLE),
+    (TLSError("x", **NODE), cli.UNREACHABLE),
+    (PullFailed("x", **NODE), cli.UNREACHABLE),
     (TunnelFailed("x"), cli.UNREACHABLE),
     (ClusterUnreachableError("x"), cli.UNREACHABLE),
     (ToolMissingError("x"), cli.UNREACHABLE),
@@ -213,7 +221,7 @@ def test_a_kind_names_its_family_or_has_its_bases_one() -> None:
 def test_the_report_is_an_attribute_of_every_error() -> None:
     assert PcmkimgError("x").report is None
     assert PcmkimgError("x", "fix", {"done": 1}).report == {"done": 1}
-    assert images.NodeUnreachable("x", **NODE).report is None
+    assert NodeUnreachable("x", **NODE).report is None
 
 
 # --------------------------------------------------------------------------- main(), offline
@@ -394,7 +402,7 @@ def test_fail_prints_one_line(capsys, exc: BaseException, text: str) -> None:
 
 @pytest.mark.parametrize("key", ["tag", "rollback_tag"])
 def test_the_hold_tag_in_the_scheme_is_exit_2_on_one_line(capsys, tmp_path: Path, key: str) -> None:
-    from pcmkimg.core.images import HOLD_TAG
+    from pcmkimg.core.tagplan import HOLD_TAG
 
     path = tmp_path / "hold.conf"
     path.write_text(f"[scheme]\n{key} = {HOLD_TAG}\n")
@@ -415,7 +423,7 @@ def test_a_missing_conf_file_is_exit_2_naming_it_before_anything_runs(
     ran: list[object] = []  # a context made: the cluster, the stores or the journal reachable
     make = fakes.cli_context(fake_cluster())
 
-    def context(env: cli.Env, progress: object) -> Context:
+    def context(env: wiring.Env, progress: object) -> Context:
         ran.append(env.command)
         return make(env, progress)
 
@@ -465,3 +473,20 @@ def test_status_escapes_control_characters(capsys, conf: str) -> None:
     (row,) = [line for line in out.splitlines() if line.lstrip().startswith(node)]
     assert row.endswith(f"failed start of {container}: x\\x1b]0;owned\\x07")
     assert "\x1b" not in out and "\x07" not in out
+
+
+def test_only_main_and_the_failure_path_exit() -> None:
+    """A command's body returns its finding (``outdated``: an update available, a registry not
+    asked) and main() maps it with :data:`cli.FINDING_CODES`; it never calls sys.exit itself."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cli))
+    exiting = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef):
+            for call in ast.walk(fn):
+                if isinstance(call, ast.Call) and ast.unparse(call.func) == "sys.exit":
+                    exiting.add(fn.name)
+    assert exiting == {"main", "_fail"}
+    assert set(cli.FINDING_CODES.values()) == {cli.OUTDATED, cli.REGISTRY_UNASKED}

@@ -9,7 +9,7 @@ import pytest
 
 from pcmkimg.adapters.config import LOCAL_URL, Config, RegistrySettings, SshSettings, load, parse
 from pcmkimg.adapters.errors import ConfigError, NodeNotConfigured
-from pcmkimg.adapters.tunnel import parse_url
+from pcmkimg.adapters.sshurl import parse_url
 from pcmkimg.core.naming import Scheme
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "packaging" / "pcmkimg.conf"

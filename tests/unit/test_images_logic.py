@@ -8,9 +8,30 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pcmkimg.adapters import podman as images
-from pcmkimg.adapters.errors import TunnelFailed
-from pcmkimg.adapters.tunnel import SshTarget, parse_url, ssh_argv
+from pcmkimg.adapters import podman
+from pcmkimg.adapters.errors import HostKeyRejected, TunnelFailed
+from pcmkimg.adapters.sshurl import SshTarget, parse_url
+from pcmkimg.adapters.tunnel import ssh_argv
+from pcmkimg.core.errors import (
+    AuthError,
+    ImageNotFound,
+    InvalidName,
+    NodeUnreachable,
+    PullFailed,
+    RegistryUnreachable,
+    StoreFull,
+    TLSError,
+)
+from pcmkimg.core.images import (
+    PullProgress,
+    Resolved,
+    downtime,
+    has_digest,
+    image_info,
+    parse_created,
+)
+from pcmkimg.core.pulls import backoff_delays, classify_pull_error
+from pcmkimg.core.reference import parse
 
 # Messages as podman 4.3 sends them in the pull stream's "error" key.
 PULL_ERRORS = [
@@ -18,43 +39,43 @@ PULL_ERRORS = [
         "initializing source docker://127.0.0.1:1/ns1/svc:1.0: pinging container registry "
         '127.0.0.1:1: Get "http://127.0.0.1:1/v2/": dial tcp 127.0.0.1:1: connect: '
         "connection refused",
-        images.RegistryUnreachable,
+        RegistryUnreachable,
     ),
     (
         "initializing source docker://r:5000/ns/svc:1: pinging container registry r:5000: "
         'Get "https://r:5000/v2/": http: server gave HTTP response to HTTPS client',
-        images.TLSError,
+        TLSError,
     ),
     (
         'pinging container registry r.example.com: Get "https://r.example.com/v2/": x509: '
         "certificate signed by unknown authority",
-        images.TLSError,
+        TLSError,
     ),
     (
         "initializing source docker://r:5000/ns1/svc:nope: reading manifest nope in "
         "r:5000/ns1/svc: manifest unknown: manifest unknown",
-        images.ImageNotFound,
+        ImageNotFound,
     ),
-    ("reading manifest 1 in r/x: name unknown: repository name not known", images.ImageNotFound),
+    ("reading manifest 1 in r/x: name unknown: repository name not known", ImageNotFound),
     (
         "initializing source docker://r/x:1: reading manifest 1 in r/x: unauthorized: "
         "authentication required",
-        images.AuthError,
+        AuthError,
     ),
-    ("requested access to the resource is denied", images.AuthError),
+    ("requested access to the resource is denied", AuthError),
     (
         "reading manifest 1 in r/x: received unexpected HTTP status: 503 Service Unavailable",
-        images.RegistryUnreachable,
+        RegistryUnreachable,
     ),
-    ('Get "https://r/v2/": net/http: TLS handshake timeout', images.RegistryUnreachable),
-    ("dial tcp: lookup r.example.com: no such host", images.RegistryUnreachable),
-    ("repository name must be lowercase", images.InvalidName),
-    ("something nobody has seen before", images.PullFailed),
+    ('Get "https://r/v2/": net/http: TLS handshake timeout', RegistryUnreachable),
+    ("dial tcp: lookup r.example.com: no such host", RegistryUnreachable),
+    ("repository name must be lowercase", InvalidName),
+    ("something nobody has seen before", PullFailed),
     # podman 4.3, its pull staging directory full (issue 22 item 6, seen live)
     (
         'writing blob: storing blob to file "/run/fw-tmp/storage253116673/1": write '
         "/run/fw-tmp/storage253116673/1: no space left on device",
-        images.StoreFull,
+        StoreFull,
     ),
 ]
 
@@ -66,40 +87,40 @@ PODMAN5_ERRORS = [
         "initializing source docker://127.0.0.1:5988/ns/svc:nope: reading manifest nope in "
         "127.0.0.1:5988/ns/svc: manifest unknown",
         None,
-        images.ImageNotFound,
+        ImageNotFound,
     ),
-    ("manifest unknown: manifest unknown", 404, images.ImageNotFound),
-    ("connection refused", 500, images.RegistryUnreachable),
-    ("http: server gave HTTP response to HTTPS client", 500, images.TLSError),
-    ("x509: certificate signed by unknown authority", 500, images.TLSError),
-    ("something nobody has seen before", 404, images.ImageNotFound),
-    ("something nobody has seen before", 401, images.AuthError),
-    ("something nobody has seen before", 500, images.PullFailed),
-    ("unauthorized: authentication required", 500, images.AuthError),
+    ("manifest unknown: manifest unknown", 404, ImageNotFound),
+    ("connection refused", 500, RegistryUnreachable),
+    ("http: server gave HTTP response to HTTPS client", 500, TLSError),
+    ("x509: certificate signed by unknown authority", 500, TLSError),
+    ("something nobody has seen before", 404, ImageNotFound),
+    ("something nobody has seen before", 401, AuthError),
+    ("something nobody has seen before", 500, PullFailed),
+    ("unauthorized: authentication required", 500, AuthError),
     # A port with 401/404/500 in it is no HTTP status (seen: a registry on 127.0.0.1:38401).
     (
         "initializing source docker://127.0.0.1:38401/ns1/svc:nope: reading manifest nope in "
         "127.0.0.1:38401/ns1/svc: manifest unknown",
         None,
-        images.ImageNotFound,
+        ImageNotFound,
     ),
-    ("reading manifest 1 in 127.0.0.1:40404/x: something new", None, images.PullFailed),
+    ("reading manifest 1 in 127.0.0.1:40404/x: something new", None, PullFailed),
     (
         "reading manifest 1 in r:5000/x: received unexpected HTTP status: 401",
         None,
-        images.AuthError,
+        AuthError,
     ),
 ]
 
 
 @pytest.mark.parametrize(("message", "kind"), PULL_ERRORS)
 def test_pull_errors_are_classified(message: str, kind: type) -> None:
-    assert images.classify_pull_error(message) is kind
+    assert classify_pull_error(message) is kind
 
 
 @pytest.mark.parametrize(("message", "status", "kind"), PODMAN5_ERRORS)
 def test_podman5_pull_errors_are_classified(message: str, status: int | None, kind: type) -> None:
-    assert images.classify_pull_error(message, status) is kind
+    assert classify_pull_error(message, status) is kind
 
 
 class _Pulls:
@@ -128,16 +149,16 @@ class _Client:
         pass
 
 
-def _store(pulls: _Pulls) -> images.Store:
-    return images.Store("controller-0", "unix:///run/podman/podman.sock", _Client(pulls))  # type: ignore[arg-type]
+def _store(pulls: _Pulls) -> podman.Store:
+    return podman.Store("controller-0", "unix:///run/podman/podman.sock", _Client(pulls))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("status", "message", "kind"),
     [
-        (404, "manifest unknown: manifest unknown", images.ImageNotFound),
-        (500, "connection refused", images.RegistryUnreachable),
-        (500, "http: server gave HTTP response to HTTPS client", images.TLSError),
+        (404, "manifest unknown: manifest unknown", ImageNotFound),
+        (500, "connection refused", RegistryUnreachable),
+        (500, "http: server gave HTTP response to HTTPS client", TLSError),
     ],
 )
 def test_a_refusal_before_the_stream_is_the_typed_pull_error(
@@ -150,7 +171,7 @@ def test_a_refusal_before_the_stream_is_the_typed_pull_error(
     assert caught.value.detail == f"pull failed: {message}" and caught.value.fix
     assert "r.example.com:5000/ns/svc:1.0" in caught.value.one_line()
     # Only the transient one is retried.
-    assert len(pulls.calls) == (2 if kind is images.RegistryUnreachable else 1)
+    assert len(pulls.calls) == (2 if kind is RegistryUnreachable else 1)
     # libpod's own stream is asked for, the same on podman 4 and 5.
     assert all(kw.get("compatMode") is False for _, kw in pulls.calls)
 
@@ -193,7 +214,7 @@ FULL_DISK = [
 def test_a_full_disk_is_told_where_podman_ran_out_of_space(message: str, where: str) -> None:
     """The fix names the directory that is full when podman's words say which; both else."""
     pulls = _Pulls(stream=[{"error": message}])
-    with pytest.raises(images.StoreFull) as caught:
+    with pytest.raises(StoreFull) as caught:
         _store(pulls).pull("r.example.com:5000/ns/svc:1.0", retries=3, backoff=0)
     assert len(pulls.calls) == 1  # not retried: the disk stays full
     fix = caught.value.fix
@@ -208,9 +229,9 @@ def test_stream_records_of_both_shapes_are_progress_and_errors() -> None:
         {"stream": "Copying blob sha256:39f1\n"},
         {"images": ["87ff"], "id": "87ff"},
     ]
-    seen: list[images.PullProgress] = []
+    seen: list[PullProgress] = []
     assert (
-        _store(_Pulls(stream=libpod))._pull_once(images.parse("r/ns/svc:1.0"), True, seen.append, 1)
+        _store(_Pulls(stream=libpod))._pull_once(parse("r/ns/svc:1.0"), True, seen.append, 1)
         == "87ff"
     )
     assert [e.text for e in seen] == ["Trying to pull r/ns/svc:1.0...", "Copying blob sha256:39f1"]
@@ -220,16 +241,16 @@ def test_stream_records_of_both_shapes_are_progress_and_errors() -> None:
         {"errorDetail": {"message": "manifest unknown"}, "error": "manifest unknown"},
     ]
     seen.clear()
-    with pytest.raises(images.ImageNotFound):
-        _store(_Pulls(stream=docker))._pull_once(images.parse("r/ns/svc:1.0"), True, seen.append, 1)
+    with pytest.raises(ImageNotFound):
+        _store(_Pulls(stream=docker))._pull_once(parse("r/ns/svc:1.0"), True, seen.append, 1)
     assert [e.text for e in seen] == ["Pulling fs layer 39f17ecea68d"]
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:
-    assert images.backoff_delays(0) == []
-    assert images.backoff_delays(3) == [1.0, 2.0, 4.0]
-    assert images.backoff_delays(4, base=0.5, cap=1.5) == [0.5, 1.0, 1.5, 1.5]
-    assert images.backoff_delays(-1) == []
+    assert backoff_delays(0) == []
+    assert backoff_delays(3) == [1.0, 2.0, 4.0]
+    assert backoff_delays(4, base=0.5, cap=1.5) == [0.5, 1.0, 1.5, 1.5]
+    assert backoff_delays(-1) == []
 
 
 @pytest.mark.parametrize(
@@ -250,11 +271,11 @@ def test_backoff_doubles_up_to_the_cap() -> None:
     ],
 )
 def test_creation_times_from_podman(value: object, expected: datetime | None) -> None:
-    assert images.parse_created(value) == expected
+    assert parse_created(value) == expected
 
 
 def test_image_info_from_inspect_data() -> None:
-    info = images.image_info(
+    info = image_info(
         {
             "Id": "sha256:" + "a" * 64,
             "Digest": "sha256:" + "b" * 64,
@@ -265,17 +286,17 @@ def test_image_info_from_inspect_data() -> None:
         }
     )
     assert info.id == "a" * 64
-    assert images.has_digest(info, "r:1/ns/svc", "sha256:" + "b" * 64)
-    assert not images.has_digest(info, "r:1/other/svc", "sha256:" + "b" * 64)
-    resolved = images.Resolved("n", "cluster.common.tag/svc:pcmklatest", info)
+    assert has_digest(info, "r:1/ns/svc", "sha256:" + "b" * 64)
+    assert not has_digest(info, "r:1/other/svc", "sha256:" + "b" * 64)
+    resolved = Resolved("n", "cluster.common.tag/svc:pcmklatest", info)
     assert resolved.other_names == ("r:1/ns/svc:1.0",)
-    assert images.image_info({"Id": "c" * 64, "RepoTags": None}).names == ()
+    assert image_info({"Id": "c" * 64, "RepoTags": None}).names == ()
 
 
 def test_errors_name_node_reference_and_fix() -> None:
-    err = images.ImageNotFound("pull failed: x", "check the tag", node="c-1", ref="r/ns/svc:9")
+    err = ImageNotFound("pull failed: x", "check the tag", node="c-1", ref="r/ns/svc:9")
     assert err.one_line() == "node c-1 (r/ns/svc:9): pull failed: x; fix: check the tag"
-    assert isinstance(images.HostKeyRejected("k", node="n"), images.NodeUnreachable)
+    assert isinstance(HostKeyRejected("k", node="n"), NodeUnreachable)
 
 
 def test_importing_images_does_not_import_podman() -> None:
@@ -317,9 +338,9 @@ def test_ssh_argv_checks_host_keys_and_uses_given_files() -> None:
 
 def test_downtime_is_from_the_old_containers_death_to_the_new_ones_start() -> None:
     events = [(9.0, "start"), (10.0, "kill"), (10.4, "died"), (10.5, "remove"), (11.6, "start")]
-    assert images.downtime(events, since=9.5) == 1.2
+    assert downtime(events, since=9.5) == 1.2
     # A stop without a died event counts from the stop.
-    assert images.downtime([(10.0, "stop"), (10.7, "start")], since=9.5) == 0.7
+    assert downtime([(10.0, "stop"), (10.7, "start")], since=9.5) == 0.7
     # Not both seen: unknown, never a guess.
-    assert images.downtime([(10.0, "died")], since=9.5) is None
-    assert images.downtime([(9.0, "died"), (9.2, "start")], since=9.5) is None
+    assert downtime([(10.0, "died")], since=9.5) is None
+    assert downtime([(9.0, "died"), (9.2, "start")], since=9.5) is None

@@ -36,18 +36,20 @@ def test_the_core_does_no_io_and_knows_no_shell(path: Path) -> None:
         for m in imports(path)
         if any(m == f or m.startswith(f"{f}.") for f in FORBIDDEN_IN_CORE)
         or m.startswith("pcmkimg.workflows")
-        or m in ("pcmkimg.cli", "pcmkimg.agent")
+        or m in ("pcmkimg.cli", "pcmkimg.wiring", "pcmkimg.agent")
     )
     assert bad == [], f"{path.relative_to(PKG)} imports {bad}"
 
 
 def test_only_the_entry_points_and_workflows_use_a_workflow() -> None:
+    """The CLI's wiring (wiring.py) is part of the entry point: it makes the context."""
     users = {
         str(path.relative_to(PKG))
         for path in PKG.rglob("*.py")
         if any(m.startswith("pcmkimg.workflows") for m in imports(path))
     }
-    allowed = {"cli.py", "agent.py"} | {str(p.relative_to(PKG)) for p in modules("workflows")}
+    entry = {"cli.py", "wiring.py", "agent.py"}
+    allowed = entry | {str(p.relative_to(PKG)) for p in modules("workflows")}
     assert users - allowed == set()
 
 
@@ -56,7 +58,8 @@ def test_adapters_never_use_a_workflow_or_the_entry_points(path: Path) -> None:
     bad = sorted(
         m
         for m in imports(path)
-        if m.startswith("pcmkimg.workflows") or m in ("pcmkimg.cli", "pcmkimg.agent")
+        if m.startswith("pcmkimg.workflows")
+        or m in ("pcmkimg.cli", "pcmkimg.wiring", "pcmkimg.agent")
     )
     assert bad == []
 
@@ -248,3 +251,82 @@ def test_the_patch_check_sees_the_patches_it_judges() -> None:
         (19, "pcmkimg.adapters.pacemaker.time", True),
         (20, "pcmkimg.adapters.journal.os", True),
     ]
+
+
+# ------------------------------------------------------------------------ no import circle
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def _imported_modules(node: ast.Import | ast.ImportFrom, module: str) -> set[str]:
+    """The pcmkimg modules one import statement names (a name imported from a package counts
+    as its submodule when there is one; otherwise the nearest module that holds it)."""
+    if isinstance(node, ast.Import):
+        names = {a.name for a in node.names}
+    else:
+        base = node.module or ""
+        if node.level:
+            package = module.split(".")
+            if MODULES[module].name != "__init__.py":
+                package = package[:-1]
+            package = package[: len(package) - node.level + 1]
+            base = ".".join([*package, *([base] if base else [])])
+        subs = {f"{base}.{a.name}" for a in node.names} & set(MODULES)
+        names = subs or {base}
+    found = set()
+    for name in names:
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if name:
+            found.add(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the pcmkimg modules it imports: every import statement, at module level, in
+    a function or under ``if TYPE_CHECKING:`` (a type-only import draws a circle too)."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found |= _imported_modules(node, module)
+        graph[module] = found - {module}
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` (its modules in order, the first again at the end), or
+    [] when it has none."""
+    from graphlib import CycleError, TopologicalSorter
+
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as err:
+        return list(err.args[1])
+    return []
+
+
+def test_no_import_circle_among_pcmkimgs_modules() -> None:
+    assert cycle(import_graph()) == []
+
+
+def test_the_circle_check_sees_type_only_and_late_imports() -> None:
+    """A check that saw nothing proves nothing: the graph holds a function-level import (the
+    wiring's workflows.context), a TYPE_CHECKING one (tunnel -> config) and relative names;
+    a circle drawn by hand is found."""
+    graph = import_graph()
+    assert "pcmkimg.workflows.context" in graph["pcmkimg.wiring"]
+    assert "pcmkimg.adapters.config" in graph["pcmkimg.adapters.tunnel"]
+    assert {"pcmkimg.core.cib.read", "pcmkimg.core.cib.edit"} <= graph["pcmkimg.core.cib"]
+    made = {
+        **graph,
+        "pcmkimg.adapters.config": {*graph["pcmkimg.adapters.config"], "pcmkimg.adapters.tunnel"},
+    }
+    assert set(cycle(made)) == {"pcmkimg.adapters.config", "pcmkimg.adapters.tunnel"}

@@ -219,7 +219,7 @@ def test_a_foreign_or_old_value_is_unreadable_with_the_fix() -> None:
 
 
 def test_the_period_is_configured_in_pcmkimg_conf(tmp_path: Path) -> None:
-    from pcmkimg import cli
+    from pcmkimg import wiring
     from pcmkimg.adapters import config
     from pcmkimg.workflows.context import Context
 
@@ -233,8 +233,8 @@ def test_the_period_is_configured_in_pcmkimg_conf(tmp_path: Path) -> None:
     # The CLI's context carries it (no module-global period).
     conf = tmp_path / "pcmkimg.conf"
     conf.write_text("[lease]\nperiod = 5\n")
-    env = cli.Env(False, str(conf), str(tmp_path / "state"))
-    assert cli.live_context(env).lease_period == 5
+    env = wiring.Env(False, str(conf), str(tmp_path / "state"))
+    assert wiring.live_context(env).lease_period == 5
     assert Context(fakes.FakeCluster({})).lease_period == lease.DEFAULT_PERIOD
 
 

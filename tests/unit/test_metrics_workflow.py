@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg import cli
+from pcmkimg import cli, wiring
 from pcmkimg.adapters import journal, textfile
 from pcmkimg.adapters.errors import TextfileError
 from pcmkimg.core import cib, lease
@@ -201,4 +201,4 @@ def test_the_cli_refuses_a_missing_directory_in_one_line(capsys, tmp_path: Path)
 
 
 def test_metrics_is_an_offline_command() -> None:
-    assert "metrics" in cli.OFFLINE_COMMANDS
+    assert "metrics" in wiring.OFFLINE_COMMANDS

@@ -9,7 +9,7 @@ from lxml import etree
 from bench import cibgen
 from pcmkimg.core import cib, naming, plan
 from pcmkimg.core.cib import read
-from pcmkimg.workflows import status as st
+from pcmkimg.core.survey import floating_bundles
 from tests import fixtures
 
 
@@ -37,7 +37,7 @@ def test_the_configuration_is_walked_a_fixed_number_of_times(bundles: int) -> No
     assert cib.cib_version(config) and isinstance(config.find("configuration"), Counted)
     cluster = _cluster(4, bundles)
     cluster = plan.Cluster(config, cluster.mon, cluster.status)
-    found = st.floating_bundles(cluster, naming.DEFAULT_SCHEME)
+    found = floating_bundles(cluster, naming.DEFAULT_SCHEME)
     assert len(found) == bundles
     assert all(s.bundle.guard is not None and s.bundle.guard.complete for s in found)
     assert len(walks) == 1, walks  # one index, not one scan per bundle

@@ -21,8 +21,8 @@ from pcmkimg.core import outdated as O
 from pcmkimg.core.errors import StoreError
 from pcmkimg.workflows import outdated
 from tests import fakes
+from tests.helpers import jsonschema
 from tests.unit.test_metrics_render import samples
-from tests.unit.test_status_rows import jsonschema
 
 SCHEMA = Path(__file__).resolve().parents[2] / "pcmkimg" / "outdated_schema.json"
 OLD, NEW = "a" * 64, "b" * 64
@@ -254,7 +254,7 @@ def test_metrics_reads_the_recorded_check(tmp_path: Path) -> None:
 
 
 def test_a_failed_attribute_is_a_line_and_the_rest_is_recorded(tmp_path: Path) -> None:
-    from pcmkimg.adapters.pacemaker import ToolError
+    from pcmkimg.adapters.errors import ToolError
 
     class Failing(fakes.FakeCluster):
         def set_node_attribute(self, node: str, name: str, value: str) -> None:
@@ -485,7 +485,7 @@ def test_the_units_are_valid(tmp_path: Path) -> None:
 
 
 def test_a_record_failure_is_exit_5_and_one_json_document(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from pcmkimg.adapters.pacemaker import ToolError
+    from pcmkimg.adapters.errors import ToolError
 
     class Failing(fakes.FakeCluster):
         def set_node_attribute(self, node: str, name: str, value: str) -> None:

@@ -11,6 +11,7 @@ from typing import Union
 import pytest
 from lxml import etree
 
+from pcmkimg.adapters import errors as adapter_errors
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters import signals
 from pcmkimg.adapters.errors import (
@@ -21,6 +22,7 @@ from pcmkimg.adapters.errors import (
     RestartFailedError,
     ToolMissingError,
 )
+from pcmkimg.adapters.runner import DEFAULT_TIMEOUT, ToolResult
 from pcmkimg.core import cib, restart
 from pcmkimg.core.errors import RestartRefusedError
 from tests import fixtures
@@ -80,7 +82,7 @@ def test_prefix_env_and_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     argv, env, timeout, stdin = backend(r).calls[0]
     assert argv == ("nsenter", "-t", "1", "--", "crm_node", "-n")
     assert env["LC_ALL"] == "C" and "CIB_file" not in env
-    assert timeout == pm.DEFAULT_TIMEOUT and stdin is None
+    assert timeout == DEFAULT_TIMEOUT and stdin is None
 
 
 def test_cib_file_is_passed_and_live_only_operations_refuse() -> None:
@@ -120,7 +122,7 @@ def test_cib_file_is_passed_and_live_only_operations_refuse() -> None:
 )
 def test_error_mapping(rc: int, stderr: str, kind: str) -> None:
     r = runner({("cibadmin",): [(rc, "", stderr)]})
-    with pytest.raises(getattr(pm, f"{kind}Error")) as info:
+    with pytest.raises(getattr(adapter_errors, f"{kind}Error")) as info:
         pm.query_cib(r)
     err = info.value
     assert type(err).__name__ == f"{kind}Error"
@@ -139,9 +141,7 @@ def test_missing_tool_and_hung_tool() -> None:
 
 def test_check_false_returns_the_result() -> None:
     r = runner({("crm_node",): [(7, "out", "err")]})
-    assert r.run(["crm_node", "-q"], check=False) == pm.ToolResult(
-        ("crm_node", "-q"), 7, "out", "err"
-    )
+    assert r.run(["crm_node", "-q"], check=False) == ToolResult(("crm_node", "-q"), 7, "out", "err")
 
 
 # --------------------------------------------------------------------------- CIB writes

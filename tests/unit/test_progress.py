@@ -10,8 +10,8 @@ import io
 import re
 from pathlib import Path
 
-from pcmkimg.adapters import podman as images
 from pcmkimg.adapters.journal import Journal
+from pcmkimg.core.images import PullProgress
 from pcmkimg.core.reference import parse
 from pcmkimg.progress import PullDisplay
 from pcmkimg.workflows.session import Session
@@ -33,9 +33,9 @@ STREAM = [
 ]
 
 
-def pull_events(node: str) -> list[images.PullProgress]:
-    status = [images.PullProgress(node, REF, "status", text) for text in STREAM]
-    return [*status, images.PullProgress(node, REF, "done", IMAGE_ID)]
+def pull_events(node: str) -> list[PullProgress]:
+    status = [PullProgress(node, REF, "status", text) for text in STREAM]
+    return [*status, PullProgress(node, REF, "done", IMAGE_ID)]
 
 
 class FakeTty(io.StringIO):
@@ -91,7 +91,7 @@ def test_a_terminal_gets_one_updating_line_per_node():
 def test_lines_never_wrap_on_a_narrow_terminal():
     tty = FakeTty()
     show = PullDisplay(tty, width=30)
-    event = images.PullProgress("controller-0", REF, "retry", "registry unreachable; retry", 2)
+    event = PullProgress("controller-0", REF, "retry", "registry unreachable; retry", 2)
     show(event)
     (line,) = screen(tty.getvalue())
     assert len(line) <= 29 and line.endswith("...")
@@ -102,7 +102,7 @@ def test_plain_lines_when_not_a_terminal():
     show = PullDisplay(log)
     for event in pull_events("controller-0"):
         show(event)
-    show(images.PullProgress("controller-2", REF, "cached", "sha256:abc is already here"))
+    show(PullProgress("controller-2", REF, "cached", "sha256:abc is already here"))
     text = log.getvalue()
     assert "\x1b" not in text and "\r" not in text
     assert text.splitlines() == [
@@ -124,7 +124,7 @@ def test_a_retry_starts_the_count_again():
     events = pull_events("n1")
     for event in events[:3]:
         show(event)
-    show(images.PullProgress("n1", REF, "retry", "registry unreachable; retrying in 1 s", 1))
+    show(PullProgress("n1", REF, "retry", "registry unreachable; retrying in 1 s", 1))
     for event in events:
         show(event)
     assert log.getvalue().splitlines()[-1] == "  n1: done: 4ffc8ca19cd2 (2 blobs)"

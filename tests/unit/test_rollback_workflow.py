@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import podman as images
-from pcmkimg.adapters import signals
+from pcmkimg.adapters import podman, signals
 from pcmkimg.adapters.errors import PacemakerError, PacemakerTimeoutError, RestartFailedError
 from pcmkimg.adapters.journal import history, open_journal
 from pcmkimg.core.errors import PreflightFailed
-from pcmkimg.core.images import HOLD_TAG, TagOp
 from pcmkimg.core.reference import Reference, parse
+from pcmkimg.core.tagplan import HOLD_TAG, TagOp
 from pcmkimg.workflows import rollback as rb
 from pcmkimg.workflows.errors import UpdateFailed
 from tests import fakes
@@ -222,7 +221,7 @@ def test_a_hold_name_the_journal_does_not_explain_is_refused_and_nothing_moves(
 
 
 def test_the_store_makes_a_tag_plan_whole_before_a_signal_takes_effect() -> None:
-    store = images.Store.__new__(images.Store)
+    store = podman.Store.__new__(podman.Store)
     store.node = NODE
     made: list[str] = []
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from pcmkimg import cli
+from pcmkimg import wiring
 from pcmkimg.adapters import pacemaker as pm
 from pcmkimg.adapters.errors import CibEnvironmentError
+from pcmkimg.adapters.runner import read_early, runner_for
 from pcmkimg.core import cib, lease
 from tests import fixtures
 from tests.unit.test_pacemaker import Recorded
@@ -45,7 +46,7 @@ def test_no_cib_variable_reaches_the_tools(monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.mark.parametrize("name", sorted(set(ALL_CIB_VARS) - {"CIB_file"}))
 def test_a_shadow_or_remote_cib_is_refused_naming_the_variable(name: str, read_only: bool) -> None:
     with pytest.raises(CibEnvironmentError) as err:
-        pm.runner_for(None, read_only=read_only, environ={name: ALL_CIB_VARS[name]})
+        runner_for(None, read_only=read_only, environ={name: ALL_CIB_VARS[name]})
     text = err.value.one_line()
     assert name in text and "unset" in text
     assert ALL_CIB_VARS[name] not in text.replace(name, "")  # the value (a password) unprinted
@@ -56,20 +57,18 @@ def test_cib_file_is_the_offline_mode_of_read_only_commands(tmp_path: Path) -> N
     saved.write_text(fixtures.text("base.xml"))
     other = tmp_path / "other.xml"
     other.write_text(fixtures.text("base.xml"))
-    assert pm.runner_for(None, read_only=True, environ={}) == pm.Runner()
-    assert pm.runner_for(None, read_only=True, environ={"CIB_file": str(saved)}).cib_file == str(
-        saved
-    )
+    assert runner_for(None, read_only=True, environ={}) == pm.Runner()
+    assert runner_for(None, read_only=True, environ={"CIB_file": str(saved)}).cib_file == str(saved)
     # --cib-file wins over CIB_file; an empty CIB_file is no CIB_file
-    given = pm.runner_for(str(other), read_only=True, environ={"CIB_file": str(saved)})
+    given = runner_for(str(other), read_only=True, environ={"CIB_file": str(saved)})
     assert given.cib_file == str(other) and given.offline
-    assert not pm.runner_for(None, read_only=True, environ={"CIB_file": ""}).offline
+    assert not runner_for(None, read_only=True, environ={"CIB_file": ""}).offline
     for path, env in ((str(saved), {}), (None, {"CIB_file": str(saved)})):
         with pytest.raises(CibEnvironmentError, match="only status and check") as err:
-            pm.runner_for(path, read_only=False, environ=env)
+            runner_for(path, read_only=False, environ=env)
         assert err.value.family is not None and err.value.family.__name__ == "BadInput"
     with pytest.raises(CibEnvironmentError, match="no such file"):
-        pm.runner_for(str(tmp_path / "absent.xml"), read_only=True, environ={})
+        runner_for(str(tmp_path / "absent.xml"), read_only=True, environ={})
 
 
 def _head(epoch: int) -> str:
@@ -171,7 +170,7 @@ def test_an_early_read_is_the_ports_first_read_and_only_its_first() -> None:
     port's first read_cluster judges those answers and runs no tool of its own; a later read
     is a fresh one."""
     r = _snapshot_runner([24, 24])
-    port = pm.Pacemaker(r, early=pm.read_early(r))
+    port = pm.Pacemaker(r, early=read_early(r))
     first = port.read_cluster()
     assert len(r.backend.argvs()) == 5  # type: ignore[attr-defined]  # the lease's ticket too
     assert cib.cib_version(first.config) == cib.CibVersion(0, 24, 7)
@@ -182,7 +181,7 @@ def test_an_early_read_is_the_ports_first_read_and_only_its_first() -> None:
 
 def test_an_early_read_that_saw_the_configuration_change_is_read_again() -> None:
     r = _snapshot_runner([24, 25, 25, 25])
-    cluster = pm.Pacemaker(r, early=pm.read_early(r)).read_cluster()
+    cluster = pm.Pacemaker(r, early=read_early(r)).read_cluster()
     assert cib.cib_version(cluster.config).epoch == 25
     assert r.backend.argvs().count(("crm_mon", "-1", "--output-as=xml")) == 2  # type: ignore[attr-defined]
 
@@ -190,7 +189,7 @@ def test_an_early_read_that_saw_the_configuration_change_is_read_again() -> None
 def test_an_early_reads_failure_is_the_reads_failure() -> None:
     stderr = "Could not connect to the CIB: Transport endpoint is not connected"
     r = pm.Runner(backend=Recorded({("cibadmin",): [(102, "", stderr)]}))  # type: ignore[arg-type]
-    port = pm.Pacemaker(r, early=pm.read_early(r))
+    port = pm.Pacemaker(r, early=read_early(r))
     with pytest.raises(pm.ClusterUnreachableError, match="Transport endpoint"):
         port.read_cluster()
     assert r.backend.argvs() == [("cibadmin", "--query", "--no-children")]  # type: ignore[attr-defined]
@@ -221,7 +220,8 @@ def test_status_loads_neither_dataclasses_nor_the_ocf_toolkit() -> None:
     (:mod:`pcmkimg.records`): the standard decorator compiled each class's methods at import
     (about 0.6 ms a class, some 60 on this path); and the stand-in loads nothing else of the
     OCF toolkit (docs/benchmarks.md, budget 5)."""
-    status = "pcmkimg.cli, pcmkimg.workflows.status, pcmkimg.adapters.pacemaker, "
+    status = "pcmkimg.cli, pcmkimg.workflows.status, pcmkimg.workflows.check, "
+    status += "pcmkimg.adapters.pacemaker, "
     status += "pcmkimg.adapters.config, pcmkimg.adapters.storeview, pcmkimg.core.lease"
     assert loaded(status, ("dataclasses", "ocf")) == ["ocf", "ocf._light"]
 
@@ -230,13 +230,19 @@ def test_only_a_live_context_reads_early(monkeypatch: pytest.MonkeyPatch) -> Non
     """A runner that can't be made (a CIB_shadow) starts nothing and raises where it did (when
     the context is made); the tests' fake contexts never start a read of their own."""
     monkeypatch.setenv("CIB_shadow", "experiment")
-    env = cli.Env(False, None, "/var/lib/pcmkimg", command="status")
+    env = wiring.Env(False, None, "/var/lib/pcmkimg", command="status")
     env.read_early()
     assert env.early is None
     with pytest.raises(CibEnvironmentError):
         env.runner  # noqa: B018
     monkeypatch.delenv("CIB_shadow")
-    faked = cli.Env(False, None, "/var/lib/pcmkimg", command="status", contexts=lambda e, p: None)  # type: ignore[arg-type,return-value]
+    faked = wiring.Env(
+        False,
+        None,
+        "/var/lib/pcmkimg",
+        command="status",
+        contexts=lambda e, p: None,  # type: ignore[arg-type,return-value]
+    )
     faked.read_early()
     assert faked.early is None
 

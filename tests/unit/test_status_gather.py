@@ -1,16 +1,17 @@
-"""status.gather asks each node's store for its named images ONCE, whatever the number of
-services, and finds every floating name in memory (issue 14: an inspect per service per node
-was 92 % of the store threads' time)."""
+"""The survey's gather (status, check, metrics, outdated) asks each node's store for its
+named images ONCE, whatever the number of services, and finds every floating name in memory
+(issue 14: an inspect per service per node was 92 % of the store threads' time)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from pcmkimg.adapters import podman as images
-from pcmkimg.core import naming
-from pcmkimg.workflows import status as S
-from tests.unit.test_status_rows import NODES, OLD, REAL_OLD, cluster
+from pcmkimg.core import images, naming
+from pcmkimg.core import survey as S
+from pcmkimg.core.store import Resolution
+from pcmkimg.workflows.survey import gather
+from tests.helpers import NODES, OLD, REAL_OLD, cluster
 
 
 class CountingStore:
@@ -31,7 +32,7 @@ class CountingStore:
             for i, n in by_id.items()
         )
 
-    def resolve(self, floating: str) -> images.Resolution:
+    def resolve(self, floating: str) -> Resolution:
         self.calls["resolve"] += 1
         found = self.names.get(f"localhost/{floating}")
         if found is None:
@@ -61,7 +62,7 @@ def test_one_image_list_per_node_whatever_the_services() -> None:
     assert len(services) >= 4
     held = {s.floating: OLD for s in services if s.service != "redis"}
     stores = {n: CountingStore(n, {**held, REAL_OLD: OLD}) for n in NODES}
-    g = S.gather(cl, FakeStores(stores), services)  # type: ignore[arg-type]
+    g = gather(cl, FakeStores(stores), services)  # type: ignore[arg-type]
     for store in stores.values():
         assert store.calls == Counter({"named_images": 1, "containers": 1})
     for s in services:
@@ -84,7 +85,7 @@ def test_a_short_floating_name_is_left_to_podmans_lookup() -> None:
     stores = {
         n: CountingStore(n, {"localhost/cluster-common-tag/x:pcmklatest": OLD}) for n in NODES
     }
-    g = S.gather(cl, FakeStores(stores), [*services, short])  # type: ignore[arg-type]
+    g = gather(cl, FakeStores(stores), [*services, short])  # type: ignore[arg-type]
     for store in stores.values():
         assert store.calls["named_images"] == 1 and store.calls["resolve"] == 1
     view = g.views[(short.bundle.id, NODES[0])]

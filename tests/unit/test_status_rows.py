@@ -1,81 +1,36 @@
-"""status.rows / table / problems on hand-built Gathered data and the pcs-made CIB fixtures."""
+"""The status document, its table and check's problems (pcmkimg.core.statusdoc,
+pcmkimg.core.problems) on hand-built Gathered data and the pcs-made CIB fixtures."""
 
 from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from pcmkimg.adapters import podman as images
 from pcmkimg.core import cib, lease, naming
+from pcmkimg.core import problems as P
+from pcmkimg.core import statusdoc as D
+from pcmkimg.core import survey as S
 from pcmkimg.core.errors import UnknownService
-from pcmkimg.core.plan import (
-    Cluster,
+from pcmkimg.core.plan import Cluster
+from tests.helpers import (
+    FLOATING,
+    NEW,
+    NODES,
+    OLD,
+    REAL_NEW,
+    REAL_OLD,
+    cluster,
+    container,
+    galera,
+    gathered,
+    jsonschema,
+    resolved,
 )
-from pcmkimg.workflows import status as S
-from tests import fixtures
 
 SCHEMA = Path(__file__).resolve().parents[2] / "pcmkimg" / "status_schema.json"
-NODES = ("controller-0", "controller-1", "controller-2")
-OLD, NEW = "a" * 64, "b" * 64
-REAL_OLD = "reg.example.com:8787/ns1/mariadb:17.1.1"
-REAL_NEW = "reg.example.com:8787/ns2/mariadb:17.1.2"
-FLOATING = "cluster.common.tag/mariadb:pcmklatest"
-
-
-def jsonschema():  # type: ignore[no-untyped-def]
-    try:
-        import jsonschema as js
-    except ImportError:  # pragma: no cover - the tox env has it
-        pytest.fail(
-            "jsonschema is not installed: add `jsonschema` to the deps of [testenv] in tox.ini",
-            pytrace=False,
-        )
-    return js
-
-
-def cluster(config: str = "guard.xml", mon: str = "mon-ok.xml") -> Cluster:
-    cfg = fixtures.cib(config)
-    m = fixtures.mon(mon)
-    # crm_simulate (which made the fixtures) lists the bundles' guest nodes as members; a live
-    # crm_mon lists them as type="remote", which is what node_facts expects.
-    for node in m.iterfind("nodes/node"):
-        if not node.get("id", "").isdigit():
-            node.set("type", "remote")
-    return Cluster(cfg, m, cib.cluster_status(m))
-
-
-def resolved(node: str, image_id: str, real: str, name: str = FLOATING) -> images.Resolved:
-    info = images.ImageInfo(
-        id=image_id,
-        digest="sha256:" + image_id[::-1],
-        repo_digests=(),
-        names=(real, name, "cluster.common.tag/mariadb:pcmkprevious"),
-        created=datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
-    )
-    return images.Resolved(node, name, info)
-
-
-def container(node: str, bundle: str, image_id: str) -> images.Container:
-    index = NODES.index(node)
-    return images.Container(f"/{bundle}-podman-{index}", f"{index}" * 64, "x", image_id, "running")
-
-
-def gathered(cl: Cluster, services: list[S.Service], views: dict | None = None) -> S.Gathered:
-    """Every node healthy: the floating name resolves to OLD and the container runs OLD."""
-    g = S.Gathered(cl, services)
-    for s in services:
-        for f in s.nodes:
-            g.views[(s.bundle.id, f.name)] = S.NodeView(
-                f.name,
-                resolved(f.name, OLD, REAL_OLD, s.floating),
-                (container(f.name, s.bundle.id, OLD),) if f.name in NODES else (),
-            )
-    g.views.update(views or {})
-    return g
 
 
 def with_failures(cl: Cluster, *failures: dict[str, str]) -> Cluster:
@@ -89,10 +44,6 @@ def with_failures(cl: Cluster, *failures: dict[str, str]) -> Cluster:
         base = {"exitstatus": "error", "exitcode": "1", "call": "9", "status": "complete"}
         section.append(mon.makeelement("failure", {**base, "interval": "0", **attrs}))
     return Cluster(cl.config, mon, cib.cluster_status(mon))
-
-
-def galera(cl: Cluster) -> list[S.Service]:
-    return S.floating_bundles(cl, naming.DEFAULT_SCHEME, ["mariadb"])
 
 
 # --------------------------------------------------------------------------- floating_bundles
@@ -126,9 +77,9 @@ def test_floating_bundles_unknown_names_all_listed() -> None:
 
 def test_rows_of_a_healthy_guarded_bundle() -> None:
     cl = cluster()
-    doc = S.rows(gathered(cl, galera(cl)))
+    doc = D.rows(gathered(cl, galera(cl)))
     jsonschema().validate(doc, json.loads(SCHEMA.read_text()))
-    assert doc["schema"] == "pcmkimg-status/1" == S.SCHEMA_ID
+    assert doc["schema"] == "pcmkimg-status/1" == D.SCHEMA_ID
     assert doc["cluster"] == {"quorum": True, "dc": "controller-0"}
     (svc,) = doc["services"]
     assert {k: svc[k] for k in ("service", "bundle", "floating", "guard", "interleave")} == {
@@ -187,7 +138,7 @@ def test_rows_drift_missing_unreachable_and_a_failed_start() -> None:
             ),
         },
     )
-    doc = S.rows(g)
+    doc = D.rows(g)
     jsonschema().validate(doc, json.loads(SCHEMA.read_text()))
     n0, n1, n2 = doc["services"][0]["nodes"]
     assert n0["drift"] is True and n0["floating"]["names"] == [REAL_NEW]
@@ -199,7 +150,7 @@ def test_rows_drift_missing_unreachable_and_a_failed_start() -> None:
         "controller-2: connection refused",
         None,
     )
-    lines = S.table(doc)
+    lines = D.table(doc)
     assert lines[0] == (f"mariadb  bundle galera-bundle  floating {FLOATING}  guard wired")
     text = "\n".join(lines)
     assert "DRIFT: container runs another image" in text
@@ -220,13 +171,13 @@ def stopped_failed_start() -> S.Gathered:
 
 def test_rows_a_stopped_replicas_failed_start_is_on_its_node() -> None:
     g = stopped_failed_start()
-    doc = S.rows(g)
+    doc = D.rows(g)
     jsonschema().validate(doc, json.loads(SCHEMA.read_text()))
     n0, n1, n2 = doc["services"][0]["nodes"]
     assert (n1["role"], n1["container"], n1["floating"]) == ("Stopped", None, None)
     assert n1["failures"] == [START_FAILED]
     assert n0["failures"] == n2["failures"] == []
-    text = "\n".join(S.table(doc))
+    text = "\n".join(D.table(doc))
     assert "failed start of galera-bundle-podman-1: User-injected result" in text
 
 
@@ -246,7 +197,7 @@ def test_rows_failures_of_any_replica_resource_and_the_guard_go_to_their_host() 
         {"op_key": "galera-bundle-guard_start_0", "node": "controller-1", "task": "start"},
         {"op_key": "redis-bundle-podman-1_start_0", "node": "controller-1", "task": "start"},
     )
-    doc = S.rows(gathered(cl, galera(cl)))
+    doc = D.rows(gathered(cl, galera(cl)))
     n0, n1, n2 = ([f["resource"] for f in n["failures"]] for n in doc["services"][0]["nodes"])
     assert n0 == ["galera", "galera-bundle-1"]
     assert n1 == ["galera-bundle-guard"]  # not redis-bundle's
@@ -255,26 +206,26 @@ def test_rows_failures_of_any_replica_resource_and_the_guard_go_to_their_host() 
 
 def test_rows_degraded_monitor_is_marked_degraded() -> None:
     cl = cluster(mon="mon-degraded.xml")
-    doc = S.rows(gathered(cl, galera(cl)))
+    doc = D.rows(gathered(cl, galera(cl)))
     (fail,) = doc["services"][0]["nodes"][0]["failures"]
     assert (fail["operation"], fail["exitcode"], fail["degraded"]) == ("monitor", 190, True)
-    assert "degraded monitor of galera-bundle-podman-0" in "\n".join(S.table(doc))
+    assert "degraded monitor of galera-bundle-podman-0" in "\n".join(D.table(doc))
 
 
 def test_rows_without_services_and_the_schema_accepts_it() -> None:
-    doc = S.rows(S.Gathered(cluster(mon="mon-no-quorum.xml"), []))
+    doc = D.rows(S.Gathered(cluster(mon="mon-no-quorum.xml"), []))
     jsonschema().validate(doc, json.loads(SCHEMA.read_text()))
     assert doc["services"] == [] and doc["cluster"]["quorum"] is False
-    assert S.table(doc) == ["no bundle runs behind a floating name"]
+    assert D.table(doc) == ["no bundle runs behind a floating name"]
 
 
 def test_the_schema_rejects_what_it_does_not_document() -> None:
     js = jsonschema()
     schema = json.loads(SCHEMA.read_text())
     js.Draft202012Validator.check_schema(schema)
-    assert schema["$id"] == S.SCHEMA_ID
+    assert schema["$id"] == D.SCHEMA_ID
     cl = cluster()
-    good = S.rows(gathered(cl, galera(cl)))
+    good = D.rows(gathered(cl, galera(cl)))
     for change in (
         lambda d: d.update(schema="pcmkimg-status/2"),
         lambda d: d["services"][0]["nodes"][0].update(extra=1),
@@ -291,13 +242,13 @@ def test_the_schema_rejects_what_it_does_not_document() -> None:
 # --------------------------------------------------------------------------- problems
 
 
-def kinds(problems: list[S.Problem]) -> list[str]:
+def kinds(problems: list[P.Problem]) -> list[str]:
     return sorted(p.kind for p in problems)
 
 
 def test_no_problems_on_a_healthy_guarded_setup() -> None:
     cl = cluster()
-    assert S.problems(gathered(cl, galera(cl))) == []
+    assert P.problems(gathered(cl, galera(cl))) == []
 
 
 def test_every_problem_kind_is_listed_with_its_fix() -> None:
@@ -316,7 +267,7 @@ def test_every_problem_kind_is_listed_with_its_fix() -> None:
             ("galera-bundle", "controller-2"): S.NodeView("controller-2", error="ssh: refused"),
         },
     )
-    found = S.problems(g)
+    found = P.problems(g)
     assert kinds(found) == [
         "lease-held",
         "leftover-ban",
@@ -353,14 +304,14 @@ def test_an_unreadable_lease_is_a_problem_with_its_fix_not_a_stop() -> None:
         cl.config, lease.TICKET, lease.ATTRIBUTE, "owner=someone-else"
     )
     cl = Cluster(change.new_cib, cl.mon, cl.status)
-    (found,) = S.problems(gathered(cl, galera(cl)))
+    (found,) = P.problems(gathered(cl, galera(cl)))
     assert found.kind == "lease-unreadable"
     assert "'owner=someone-else'" in found.message
     assert found.message.endswith(
         "fix: crm_ticket --ticket pcmkimg-lease --cleanup once no pcmkimg runs"
     )
     old = cib.set_cluster_property(cluster().config, lease.LEGACY_PROPERTY, "owner=x").new_cib
-    (found,) = S.problems(gathered(Cluster(old, cl.mon, cl.status), galera(cl)))
+    (found,) = P.problems(gathered(Cluster(old, cl.mon, cl.status), galera(cl)))
     assert found.kind == "lease-unreadable" and "cluster property pcmkimg-lease" in found.message
     assert found.message.endswith(
         "fix: crm_attribute --type crm_config --name pcmkimg-lease --delete once no pcmkimg runs"
@@ -383,22 +334,22 @@ def test_a_partial_guard_and_a_banned_node_that_may_lack_the_name() -> None:
     services = galera(cl)
     assert [f.can_run for f in services[0].nodes] == [True, True, False]
     g = gathered(cl, services, {("galera-bundle", "controller-2"): S.NodeView("controller-2")})
-    found = S.problems(g)
+    found = P.problems(g)
     assert kinds(found) == ["guard-incomplete"]  # controller-2 may lack the floating name
-    assert S.rows(g)["services"][0]["guard"] == "partial"
-    assert S.rows(g)["services"][0]["nodes"][2]["can_run"] is False
+    assert D.rows(g)["services"][0]["guard"] == "partial"
+    assert D.rows(g)["services"][0]["nodes"][2]["can_run"] is False
 
 
 def test_problems_are_listed_once() -> None:
     cl = cluster(config="base.xml")
     services = S.floating_bundles(cl, naming.DEFAULT_SCHEME, ["mariadb", "galera-bundle"])
-    found = S.problems(gathered(cl, services))
+    found = P.problems(gathered(cl, services))
     assert len(found) == len({(p.kind, p.message) for p in found})
 
 
 def test_check_reports_a_stopped_replicas_failed_start_with_the_cleanup() -> None:
     g = stopped_failed_start()
-    found = S.problems(g)
+    found = P.problems(g)
     assert kinds(found) == ["failed", "unresolved"]
     failed = next(p.message for p in found if p.kind == "failed")
     assert failed == (
@@ -418,7 +369,7 @@ def test_check_reports_failures_on_guest_nodes_and_of_the_guard() -> None:
         },
         {"op_key": "galera-bundle-guard_start_0", "node": "controller-1", "task": "start"},
     )
-    messages = sorted(p.message for p in S.problems(gathered(cl, galera(cl))))
+    messages = sorted(p.message for p in P.problems(gathered(cl, galera(cl))))
     assert messages == [
         "promote of galera failed on galera-bundle-2 (on controller-2): no quorum (rc 1); fix "
         "the cause, then: crm_resource --cleanup --resource galera-bundle --node galera-bundle-2",
@@ -429,7 +380,7 @@ def test_check_reports_failures_on_guest_nodes_and_of_the_guard() -> None:
 
 def test_check_leaves_a_degraded_monitor_to_status() -> None:
     cl = cluster(mon="mon-degraded.xml")
-    assert cl.status.degraded and S.problems(gathered(cl, galera(cl))) == []
+    assert cl.status.degraded and P.problems(gathered(cl, galera(cl))) == []
 
 
 def test_check_reports_drift_with_the_update_that_restarts_onto_the_named_image() -> None:
@@ -446,9 +397,9 @@ def test_check_reports_drift_with_the_update_that_restarts_onto_the_named_image(
             )
         },
     )
-    assert S.rows(g)["services"][0]["nodes"][0]["drift"] is True
-    (drift,) = S.problems(g)
-    assert drift == S.Problem(
+    assert D.rows(g)["services"][0]["nodes"][0]["drift"] is True
+    (drift,) = P.problems(g)
+    assert drift == P.Problem(
         "drift",
         f"galera-bundle-podman-0 on controller-0 runs image {OLD[:12]}, but {FLOATING} names "
         f"{NEW[:12]} there: a restart would change its image; fix: pcmkimg update --node "
@@ -470,7 +421,7 @@ def test_a_leftover_pin_is_a_problem_with_its_fix() -> None:
     assert bundle is not None
     bundle.append(pin)
     cl = Cluster(cfg, cl.mon, cl.status)
-    found = S.problems(gathered(cl, galera(cl)))
+    found = P.problems(gathered(cl, galera(cl)))
     assert kinds(found) == ["leftover-pin"]
     assert "cibadmin --delete --xpath" in found[0].message
     assert "galera-bundle-pcmkimg-pin" in found[0].message

@@ -1,6 +1,6 @@
-"""``pcmkimg guard add|remove|show``: wire the floating-image agent to a bundle.
+"""``pcmkimg guard add BUNDLE``: wire the floating-image agent to a bundle.
 
-``add`` makes two CIB changes, so that no running replica restarts: first the guard clone
+It makes two CIB changes, so that no running replica restarts: first the guard clone
 alone, which must start wherever a replica runs; then the constraints and ``interleave=true``
 (added together with a starting guard, the scheduler would restart every replica). A clone
 that ``add`` created is removed again when it can't start there, or when ``add`` is
@@ -10,13 +10,12 @@ Renaming an existing guard (``add --image`` with another name) drops its order a
 first: edited in place, the guard restarts on every node and the Mandatory order restarts every
 replica after it. The guard then restarts alone with the new name; once it runs wherever a
 replica runs, the constraints come back. When it does not start somewhere, it gets its former
-name back and is wired again as it was. ``add`` and ``remove`` hold the update lease.
+name back and is wired again as it was. It holds the update lease while it changes the CIB.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
 
 from pcmkimg.adapters import lease as leasing
 from pcmkimg.adapters import signals
@@ -24,7 +23,7 @@ from pcmkimg.core import cib, naming, plan
 from pcmkimg.core import commands as cmd
 from pcmkimg.core.errors import PreflightFailed
 from pcmkimg.errors import LeftBehind, PcmkimgError, UsageError
-from pcmkimg.records import dataclass, field
+from pcmkimg.records import dataclass
 from pcmkimg.workflows.context import ClusterPort, Context
 
 
@@ -44,7 +43,7 @@ def floating_of(
     return name
 
 
-def dry_run(
+def commands(
     cluster: ClusterPort, bundle: str, image: str | None, scheme: naming.Scheme
 ) -> list[list[str]]:
     """The commands that wire the guard by hand, in the order that restarts nothing."""
@@ -53,7 +52,7 @@ def dry_run(
     cmds = cib.guard_pcs_commands(current, bundle, floating)
     existing = cib.bundle(current, bundle).guard
     if existing is not None and existing.image != floating:
-        # A rename: without its constraints the guard restarts alone (see add).
+        # A rename: without its constraints the guard restarts alone (see wire).
         ids = cib.guard_ids(bundle)
         return [
             cmd.delete_constraint(ids["order"]),
@@ -66,37 +65,25 @@ def dry_run(
     return [cmds[0], cmd.wait(), *cmds[1:]]
 
 
-def add(
-    cluster: ClusterPort,
-    bundle: str,
-    image: str | None,
-    scheme: naming.Scheme,
-    timeout: float,
-    say: plan.Say,
-    lease_period: float,
-) -> tuple[bool, str]:
+def wire(ctx: Context, req: AddRequest) -> tuple[bool, str]:
     """Wire the guard, under the update lease: (whether the CIB changed, what changed).
 
     Checked first, without the lease: a bad bundle or name is refused, and a guard already
     wired as asked changes nothing (no lease is taken, the CIB does not move)."""
+    cluster, bundle = ctx.cluster, req.bundle
     current = cluster.query_cib()
-    floating = floating_of(current, bundle, image, scheme)
+    floating = floating_of(current, bundle, req.image, ctx.scheme)
     existing = cib.bundle(current, bundle).guard
     if existing is not None and existing.image == floating:
         if cib.add_guard(current, bundle, floating).empty:
             return False, ""
-    with leasing.held(cluster, lease_period):
-        return _add(cluster, bundle, image, scheme, timeout, say)
+    with leasing.held(cluster, ctx.lease_period):
+        return _wire(ctx, req)
 
 
-def _add(
-    cluster: ClusterPort,
-    bundle: str,
-    image: str | None,
-    scheme: naming.Scheme,
-    timeout: float,
-    say: plan.Say,
-) -> tuple[bool, str]:
+def _wire(ctx: Context, req: AddRequest) -> tuple[bool, str]:
+    cluster, bundle, image, scheme = ctx.cluster, req.bundle, req.image, ctx.scheme
+    timeout, say = req.timeout, ctx.say
     current = cluster.query_cib()
     floating = floating_of(current, bundle, image, scheme)
     existing = cib.bundle(current, bundle).guard
@@ -191,77 +178,48 @@ def undo(cluster: ClusterPort, bundle: str, nodes: Sequence[str]) -> None:
                 pass  # its history goes with the resource; a cleanup is only tidiness
 
 
-def remove(cluster: ClusterPort, bundle: str, lease_period: float) -> cib.CibChange:
-    """Undo exactly what :func:`add` did, under the update lease (none is taken when there
-    is nothing to undo: the CIB does not move)."""
-    nothing = cib.remove_guard(cluster.query_cib(), bundle)
-    if nothing.empty:
-        return nothing
-    with leasing.held(cluster, lease_period):
-        return cluster.update_cib(lambda c: cib.remove_guard(c, bundle))
-
-
-def show(cluster: ClusterPort, bundle: str) -> tuple[dict[str, Any], list[str]]:
-    """What is wired: (the JSON document, the lines for a person)."""
-    b = cib.bundle(cluster.query_cib(), bundle)
-    g = b.guard
-    doc: dict[str, Any] = {"bundle": b.id, "interleave": b.interleave, "wired": b.guard_wired}
-    if g is None:
-        return {**doc, "guard": None}, [f"{b.id}: no guard ({cmd.shown(cmd.guard_add(b.id))})"]
-    doc["guard"] = dict(g.__dict__)
-    lines = [
-        f"{b.id}: guard {'wired' if b.guard_wired else 'PARTLY wired'}",
-        f"  clone {g.clone_id} (interleave={str(g.clone_interleave).lower()}) of "
-        f"{g.primitive_id} image={g.image}",
-        f"  order {g.order_id or 'MISSING'}; colocation {g.colocation_id or 'MISSING'}; "
-        f"bundle interleave={str(b.interleave).lower()}",
-    ]
-    return doc, lines
-
-
 # --------------------------------------------------------------------------- the command
 
 
 @dataclass(frozen=True)
-class GuardRequest:
-    """``pcmkimg guard add|remove|show BUNDLE``."""
+class AddRequest:
+    """``pcmkimg guard add BUNDLE [--image NAME] [--dry-run] [--timeout S]``."""
 
-    action: Literal["add", "remove", "show"]
     bundle: str
     image: str | None = None
-    """add: the floating name (default: the bundle's image)."""
+    """The floating name (default: the bundle's image)."""
     dry_run: bool = False
-    """add: the equivalent commands only."""
+    """The equivalent commands only."""
     timeout: float = 120
-    """add: how long to wait for the guard to start."""
+    """How long to wait for the guard to start."""
 
 
 @dataclass
-class GuardReport:
-    """What ``guard`` did (add, remove) or found (show), as a document and as lines."""
+class AddReport:
+    """What ``guard add`` did (or, for a dry run, the commands that would do it)."""
 
-    doc: dict[str, Any] = field(default_factory=dict)
-    lines: list[str] = field(default_factory=list)
+    bundle: str
+    changed: bool = False
+    description: str = ""
+    commands: list[list[str]] | None = None
+    """The dry run's commands (None: not a dry run)."""
+
+    def as_dict(self) -> dict[str, object]:
+        if self.commands is not None:
+            return {"commands": self.commands}
+        return {"changed": self.changed, "description": self.description}
+
+    def lines(self) -> list[str]:
+        if self.commands is not None:
+            return [cmd.shown(c) for c in self.commands]
+        return [self.description if self.changed else f"{self.bundle}: guard already wired"]
 
 
-def run(ctx: Context, req: GuardRequest) -> GuardReport:
-    """Add, remove or show the guard of ``req.bundle``."""
-    bundle = req.bundle
-    if req.action == "show":
-        return GuardReport(*show(ctx.cluster, bundle))
-    if req.action == "remove":
-        change = remove(ctx.cluster, bundle, ctx.lease_period)
-        return GuardReport(
-            {"changed": not change.empty, "description": change.description},
-            [change.description if not change.empty else f"{bundle}: no guard"],
-        )
+def run(ctx: Context, req: AddRequest) -> AddReport:
+    """Wire the guard of ``req.bundle`` (or, for a dry run, say how)."""
     if req.dry_run:
-        cmds = dry_run(ctx.cluster, bundle, req.image, ctx.scheme)
-        return GuardReport({"commands": cmds}, [cmd.shown(c) for c in cmds])
-    changed, description = add(
-        ctx.cluster, bundle, req.image, ctx.scheme, req.timeout, ctx.say, ctx.lease_period
-    )
-    return GuardReport(
-        {"changed": changed, "description": description},
-        [description if changed else f"{bundle}: guard already wired"],
-    )
+        return AddReport(
+            req.bundle, commands=commands(ctx.cluster, req.bundle, req.image, ctx.scheme)
+        )
+    changed, description = wire(ctx, req)
+    return AddReport(req.bundle, changed, description)
